@@ -1,0 +1,467 @@
+#!/usr/bin/env bash
+# run.sh - compare the usnic BTL with btl/tcp, mtl/ofi over udp;ofi_rxd and
+# the raw libfabric udp provider, on one host over loopback only.
+#
+# Every round runs each transport once (order rotated between rounds so no
+# transport always runs first); the per-round medians are then combined:
+# reported median = median of the per-round medians, min/max = extremes of
+# the per-round min/max.  Results: markdown table on stdout (and in .md),
+# CSV files and a PNG plot under bench/results/.
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$HERE/build
+RESDIR=$HERE/results
+
+ROUNDS=3
+ROUNDS_SET=0
+QUICK=0
+LOSS=""
+TESTS=lat,bw,bibw,rate
+MINSIZE=0
+MAXSIZE=4m
+TRANSPORTS=usnic,tcp,rxd,raw
+DGRAM=1472
+CEILING=""
+RUN_TIMEOUT=600
+DO_BUILD=1
+STAMP=$(date +%Y%m%d-%H%M%S)
+
+usage() {
+    cat <<EOF
+usage: $0 [options]
+  -r N            rounds (default 3; 1 with -q)
+  -q              quick run: sizes up to 64 KiB, fewer repetitions, 1 round
+  --loss RATE     add '--mca btl_usnic_debug_drop_rate RATE' to the usnic runs
+  -t tests        mpi_bench tests (default $TESTS)
+  -s / -S bytes   mpi_bench size range (default $MINSIZE..$MAXSIZE)
+  -T list         transports to run (default $TRANSPORTS)
+  -d list         raw datagram size(s) for fi_dgram_bench streaming (default $DGRAM;
+                  e.g. 1472,8972,32000,60000)
+  --ceiling B     raw streaming size used as the bw reference for messages
+                  larger than it (default: first -d size)
+  --timeout S     kill a single benchmark run after S seconds (default $RUN_TIMEOUT)
+  --no-build      do not run make first
+  -o NAME         result file prefix (default bench-<timestamp>)
+  -h, --help      this text
+All traffic stays on 127.0.0.1 / lo.
+EOF
+}
+
+NAME=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -r) ROUNDS=$2; ROUNDS_SET=1; shift 2 ;;
+        -q) QUICK=1; shift ;;
+        --loss) LOSS=$2; shift 2 ;;
+        --loss=*) LOSS=${1#--loss=}; shift ;;
+        -t) TESTS=$2; shift 2 ;;
+        -s) MINSIZE=$2; shift 2 ;;
+        -S) MAXSIZE=$2; shift 2 ;;
+        -T) TRANSPORTS=$2; shift 2 ;;
+        -d) DGRAM=$2; shift 2 ;;
+        --ceiling) CEILING=$2; shift 2 ;;
+        --timeout) RUN_TIMEOUT=$2; shift 2 ;;
+        --no-build) DO_BUILD=0; shift ;;
+        -o) NAME=$2; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+[ -n "$NAME" ] || NAME=bench-$STAMP
+[ -n "$CEILING" ] || CEILING=${DGRAM%%,*}
+case "$CEILING" in ''|*[!0-9]*) echo "run.sh: bad --ceiling / -d value" >&2; exit 2 ;; esac
+if [ -n "$LOSS" ] && ! [[ $LOSS =~ ^[0-9]*\.?[0-9]+([eE]-?[0-9]+)?$ ]]; then
+    echo "run.sh: --loss expects a number, e.g. 0.01" >&2; exit 2
+fi
+case "$ROUNDS" in ''|*[!0-9]*|0) echo "run.sh: -r expects a positive integer" >&2; exit 2 ;; esac
+
+MPI_REPS=5
+MPI_EXTRA=()
+RAW_REPS=5
+RAW_T=50
+RAW_SMALL=0,1,2,4,8,16,32,64,128,256,512,1024
+if [ $QUICK = 1 ]; then
+    [ $ROUNDS_SET = 1 ] || ROUNDS=1
+    [ "$MAXSIZE" = 4m ] && MAXSIZE=64k
+    MPI_REPS=3
+    MPI_EXTRA=(-T 10)
+    RAW_REPS=3
+    RAW_T=30
+    RAW_SMALL=0,8,64,1024
+fi
+
+command -v python3 >/dev/null || { echo "run.sh: python3 is needed for the report" >&2; exit 1; }
+command -v mpirun >/dev/null || { echo "run.sh: mpirun not found" >&2; exit 1; }
+
+if [ $DO_BUILD = 1 ]; then
+    make -s -C "$HERE" >&2 || { echo "run.sh: build failed" >&2; exit 1; }
+fi
+[ -x "$BUILD/mpi_bench" ] && [ -x "$BUILD/fi_dgram_bench" ] || {
+    echo "run.sh: binaries missing in $BUILD (run make)" >&2; exit 1; }
+
+mkdir -p "$RESDIR"
+LOGDIR=$RESDIR/$NAME-logs
+mkdir -p "$LOGDIR"
+
+# Everything on loopback: OOB wire-up, BTLs, and the udp provider (used by
+# usnic and by rxd) restricted to interface lo.
+export FI_UDP_IFACE=lo
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core
+        --mca oob_tcp_if_include lo -x FI_UDP_IFACE=lo)
+USNIC_MCA=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo)
+[ -n "$LOSS" ] && USNIC_MCA+=(--mca btl_usnic_debug_drop_rate "$LOSS")
+TCP_MCA=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+RXD_MCA=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "udp;ofi_rxd")
+MPI_ARGS=(-t "$TESTS" -s "$MINSIZE" -S "$MAXSIZE" -r "$MPI_REPS" "${MPI_EXTRA[@]}")
+RAW_ARGS=(-p udp -a 127.0.0.1 -d "$DGRAM" -b "$RAW_SMALL" -S 1024 -r "$RAW_REPS" -T "$RAW_T")
+
+# command line of a transport, into array CMD
+set_cmd() {
+    case "$1" in
+        usnic) CMD=("${MPIRUN[@]}" "${USNIC_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
+        tcp)   CMD=("${MPIRUN[@]}" "${TCP_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
+        rxd)   CMD=("${MPIRUN[@]}" "${RXD_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
+        raw)   CMD=("$BUILD/fi_dgram_bench" "${@:2}") ;;
+    esac
+}
+
+declare -A STATUS   # transport -> ok | n/a: reason
+declare -A CMDLINE
+IFS=, read -r -a TLIST <<<"$TRANSPORTS"
+for t in "${TLIST[@]}"; do
+    case "$t" in usnic|tcp|rxd|raw) ;; *) echo "run.sh: unknown transport '$t'" >&2; exit 2 ;; esac
+done
+
+progress() {   # transient status line on stderr
+    if [ -t 2 ]; then printf '\r\033[K%s' "$*" >&2; else printf '%s\n' "$*" >&2; fi
+}
+progress_done() { [ -t 2 ] && printf '\r\033[K' >&2; return 0; }
+
+# Probe: a tiny run must succeed (and, for rxd, really use mtl/ofi).
+probe() {
+    local t=$1 log=$LOGDIR/probe-$1.log
+    if [ "$t" = usnic ] && ! ompi_info 2>/dev/null | grep -q 'btl: usnic'; then
+        STATUS[$t]="n/a: usnic BTL not installed (ompi_info | grep 'btl: usnic' is empty)"
+        return
+    fi
+    if [ "$t" = raw ]; then
+        set_cmd raw -t lat -S 8 -s 8 -d 8 -b 8 -r 1 -n 20
+    elif [ "$t" = rxd ]; then
+        set_cmd rxd -t lat -s 8 -S 8 -r 1 -i 20 -x 2
+        CMD=("${CMD[@]:0:${#MPIRUN[@]}}" --mca mtl_base_verbose 10 "${CMD[@]:${#MPIRUN[@]}}")
+    else
+        set_cmd "$t" -t lat -s 8 -S 8 -r 1 -i 20 -x 2
+    fi
+    progress "probing $t ..."
+    if ! timeout -k 10 120 "${CMD[@]}" >"$log" 2>&1; then
+        local why
+        why=$(grep -vE '^\s*$|^-+$|^\[[^]]+\] (mca|select|\.\./)' "$log" | head -4 |
+              tr '\n' ' ' | tr -s ' ' | cut -c1-300)
+        [ -n "$why" ] || why=$(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-300)
+        STATUS[$t]="n/a: probe run failed ($why; see ${log#$HERE/})"
+        return
+    fi
+    if ! grep -q '^lat 8 ' "$log"; then
+        STATUS[$t]="n/a: probe produced no result (see ${log#$HERE/})"
+        return
+    fi
+    if [ "$t" = rxd ]; then
+        local prov
+        prov=$(grep -o 'mtl:ofi:provider: .*' "$log" | head -1)
+        if [ -z "$prov" ]; then
+            STATUS[$t]="n/a: mtl/ofi not confirmed in verbose output (see ${log#$HERE/})"
+            return
+        fi
+        if ! grep -q 'mtl:ofi:provider: lo' "$log"; then
+            STATUS[$t]="n/a: mtl/ofi picked '$prov', not interface lo"
+            return
+        fi
+    fi
+    STATUS[$t]=ok
+}
+
+for t in "${TLIST[@]}"; do probe "$t"; done
+progress_done
+for t in "${TLIST[@]}"; do
+    if [ "$t" = raw ]; then set_cmd raw "${RAW_ARGS[@]}"; else set_cmd "$t" "${MPI_ARGS[@]}"; fi
+    CMDLINE[$t]="${CMD[*]}"
+    printf '# %-5s %s\n' "$t" "${STATUS[$t]}" >&2
+done
+
+# ---------------------------------------------------------------- rounds
+ACTIVE=()
+for t in "${TLIST[@]}"; do [ "${STATUS[$t]}" = ok ] && ACTIVE+=("$t"); done
+NACT=${#ACTIVE[@]}
+TOTAL=$((NACT * ROUNDS))
+RUNNO=0
+T_START=$(date +%s)
+declare -A FAILS
+
+run_one() {   # transport round
+    local t=$1 r=$2 out=$LOGDIR/$1.r$2.out err=$LOGDIR/$1.r$2.err
+    if [ "$t" = raw ]; then set_cmd raw "${RAW_ARGS[@]}"; else set_cmd "$t" "${MPI_ARGS[@]}"; fi
+    timeout -k 10 "$RUN_TIMEOUT" "${CMD[@]}" </dev/null >"$out" 2>"$err" &
+    local pid=$! last
+    [ -t 2 ] || progress "[round $r/$ROUNDS] run $RUNNO/$TOTAL: $t - $(( $(date +%s) - T_START ))s elapsed"
+    while [ -t 2 ] && kill -0 $pid 2>/dev/null; do
+        last=$(grep -v '^#' "$out" 2>/dev/null | tail -n 1 | awk '{print $1, $2}')
+        progress "[round $r/$ROUNDS] run $RUNNO/$TOTAL: $t ${last:+(last result: $last)} - $(( $(date +%s) - T_START ))s elapsed"
+        sleep 0.5
+    done
+    wait $pid
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        FAILS[$t]="${FAILS[$t]:-}round $r: exit $rc$([ $rc = 124 ] && echo ' (timeout)') (${err#$HERE/}); "
+        mv "$out" "$out.failed"
+    fi
+}
+
+if [ "$NACT" -gt 0 ]; then
+    for ((r = 1; r <= ROUNDS; r++)); do
+        for ((k = 0; k < NACT; k++)); do
+            t=${ACTIVE[$(( (k + r - 1) % NACT ))]}
+            RUNNO=$((RUNNO + 1))
+            run_one "$t" "$r"
+        done
+    done
+fi
+progress_done
+echo "# $TOTAL runs in $(( $(date +%s) - T_START ))s; logs in ${LOGDIR#$HERE/}" >&2
+
+# ---------------------------------------------------------------- report
+STATFILE=$LOGDIR/status.txt
+: >"$STATFILE"
+for t in usnic tcp rxd raw; do
+    if [[ ",$TRANSPORTS," == *",$t,"* ]]; then
+        printf '%s\t%s\t%s\t%s\n' "$t" "${STATUS[$t]}" "${FAILS[$t]:-}" "${CMDLINE[$t]}" >>"$STATFILE"
+    else
+        printf '%s\t%s\t\t\n' "$t" "n/a: not selected (-T)" >>"$STATFILE"
+    fi
+done
+
+python3 - "$LOGDIR" "$RESDIR/$NAME" "$ROUNDS" "${LOSS:-}" "$CEILING" "$TESTS" <<'PY'
+import sys, os, re, glob, statistics, subprocess, shutil, datetime, socket
+
+logdir, prefix, rounds, loss, ceiling, tests = sys.argv[1:7]
+rounds = int(rounds); ceiling = int(ceiling)
+TR = ["usnic", "tcp", "rxd", "raw"]
+status, fails, cmds = {}, {}, {}
+for line in open(os.path.join(logdir, "status.txt")):
+    parts = line.rstrip("\n").split("\t")
+    while len(parts) < 4:
+        parts.append("")
+    status[parts[0]], fails[parts[0]], cmds[parts[0]] = parts[1], parts[2], parts[3]
+
+LINE = re.compile(r"^(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
+per = {}        # (tr, test, size) -> list of (med, min, max)
+units = {}
+rows = []
+for tr in TR:
+    for f in sorted(glob.glob(os.path.join(logdir, f"{tr}.r*.out"))):
+        rnd = int(re.search(r"\.r(\d+)\.out$", f).group(1))
+        for line in open(f):
+            if line.startswith("#"):
+                continue
+            m = LINE.match(line)
+            if not m:
+                continue
+            test, size = m.group(1), int(m.group(2))
+            try:
+                med, mn, mx = float(m.group(3)), float(m.group(4)), float(m.group(5))
+            except ValueError:
+                continue
+            per.setdefault((tr, test, size), []).append((med, mn, mx))
+            units[test if tr != "raw" else "raw_" + test] = m.group(6)
+            rows.append((rnd, tr, test, size, med, mn, mx, m.group(6)))
+
+agg = {}
+for k, v in per.items():
+    agg[k] = (statistics.median([x[0] for x in v]), min(x[1] for x in v),
+              max(x[2] for x in v), len(v))
+
+def fmt(x):
+    if x is None:
+        return "n/a"
+    a = abs(x)
+    if a >= 1000: return f"{x:.0f}"
+    if a >= 100: return f"{x:.1f}"
+    if a >= 1: return f"{x:.2f}"
+    return f"{x:.3f}"
+
+def cell(a):
+    if a is None:
+        return "n/a"
+    return f"{fmt(a[0])} [{fmt(a[1])}-{fmt(a[2])}]"
+
+def get(tr, test, size):
+    return agg.get((tr, test, size))
+
+raw_sizes = {}
+for (tr, test, size) in agg:
+    if tr == "raw":
+        raw_sizes.setdefault(test, set()).add(size)
+
+def raw_ref(test, size):
+    """raw provider value to compare an MPI result with; (agg, note)"""
+    rt = {"lat": "lat", "bw": "bw", "rate": "rate"}.get(test)
+    if rt is None:
+        return None, ""
+    a = get("raw", rt, size)
+    if a:
+        return a, ""
+    if test == "bw" and size > ceiling and get("raw", "bw", ceiling):
+        return get("raw", "bw", ceiling), "*"
+    return None, ""
+
+def ratio(a, b):
+    if a is None or b is None or b[0] == 0:
+        return "n/a"
+    return f"{a[0] / b[0]:.2f}"
+
+out = []
+P = out.append
+P(f"# usnic BTL benchmark - {datetime.datetime.now():%Y-%m-%d %H:%M:%S} on {socket.gethostname()}")
+P("")
+P(f"Rounds: {rounds}; loopback only (127.0.0.1 / lo); 2 ranks, --bind-to core."
+  + (f" usnic fault injection: btl_usnic_debug_drop_rate={loss}." if loss else ""))
+P("Each cell: median of the per-round medians [lowest min - highest max over all rounds].")
+P("")
+P("| transport | status | command |")
+P("|---|---|---|")
+for tr in TR:
+    st = status.get(tr, "n/a")
+    if st == "ok":
+        nr = len(glob.glob(os.path.join(logdir, f"{tr}.r*.out")))
+        st = f"ok ({nr}/{rounds} rounds)"
+        if fails.get(tr):
+            st += "; FAILED " + fails[tr]
+    P(f"| {tr} | {st.replace('|', chr(92) + '|')} | `{cmds.get(tr, '')}` |")
+P("")
+
+mpi_tests = [t for t in ["lat", "bw", "bibw", "rate"] if t in tests.split(",")]
+head = {"lat": "Latency (half round trip, us) - lower is better",
+        "bw": "Unidirectional bandwidth (MB/s, 1 MB = 1e6 B) - higher is better",
+        "bibw": "Bidirectional bandwidth (MB/s, both directions) - higher is better",
+        "rate": "Message rate (msgs/s) - higher is better"}
+table_rows = []
+for test in mpi_tests:
+    sizes = sorted({k[2] for k in agg if k[1] == test and k[0] != "raw"})
+    if not sizes:
+        continue
+    P(f"## {head[test]}")
+    P("")
+    P("| size | usnic | tcp | rxd | raw udp | usnic/raw | usnic/tcp | usnic/rxd |")
+    P("|---:|---|---|---|---|---:|---:|---:|")
+    star = False
+    for s in sizes:
+        u, t, x = get("usnic", test, s), get("tcp", test, s), get("rxd", test, s)
+        r, note = raw_ref(test, s)
+        star |= bool(note)
+        rc = cell(r) + (f" {note}" if note and r else "")
+        P(f"| {s} | {cell(u)} | {cell(t)} | {cell(x)} | {rc} | {ratio(u, r)} | {ratio(u, t)} | {ratio(u, x)} |")
+        table_rows.append((test, s, u, t, x, r, note))
+    if star:
+        P("")
+        P(f"\\* raw udp streaming goodput with {ceiling}-byte datagrams (largest single datagram reference).")
+    if test == "bibw":
+        P("")
+        P("(raw udp has no bidirectional test.)")
+    P("")
+
+if any(k[0] == "raw" and k[1] == "bw" for k in agg):
+    P("## Raw udp provider streaming (no reliability)")
+    P("")
+    P("| datagram | goodput MB/s | datagrams/s | loss fraction | offered datagrams/s |")
+    P("|---:|---|---|---|---|")
+    for s in sorted(raw_sizes.get("bw", [])):
+        P(f"| {s} | {cell(get('raw','bw',s))} | {cell(get('raw','rate',s))} | "
+          f"{cell(get('raw','loss',s))} | {cell(get('raw','txrate',s))} |")
+    P("")
+
+md = "\n".join(out) + "\n"
+sys.stdout.write(md)
+open(prefix + ".md", "w").write(md)
+
+# CSV: every per-round line, and the wide summary table with ratios
+with open(prefix + "-rounds.csv", "w") as f:
+    f.write("round,transport,test,size,median,min,max,unit\n")
+    for r in sorted(rows):
+        f.write(",".join(str(x) for x in r) + "\n")
+with open(prefix + ".csv", "w") as f:
+    cols = ["test", "size"]
+    for tr in TR:
+        cols += [f"{tr}_median", f"{tr}_min", f"{tr}_max", f"{tr}_rounds"]
+    cols += ["raw_note", "usnic_over_raw", "usnic_over_tcp", "usnic_over_rxd"]
+    f.write(",".join(cols) + "\n")
+    def c4(a):
+        return ["", "", "", "0"] if a is None else [repr(a[0]), repr(a[1]), repr(a[2]), str(a[3])]
+    for (test, s, u, t, x, r, note) in table_rows:
+        vals = [test, str(s)] + c4(u) + c4(t) + c4(x) + c4(r)
+        vals += ["ceiling%d" % ceiling if note else "", ratio(u, r), ratio(u, t), ratio(u, x)]
+        f.write(",".join(v if v != "n/a" else "" for v in vals) + "\n")
+    for s in sorted(raw_sizes.get("bw", [])):
+        for test in ("loss", "txrate"):
+            a = get("raw", test, s)
+            if a:
+                vals = ["raw_" + test, str(s)] + ["", "", "", "0"] * 3 + c4(a) + ["", "", "", ""]
+                f.write(",".join(vals) + "\n")
+
+# plot: latency and bandwidth vs size, log scales, error bars = min/max
+if shutil.which("gnuplot"):
+    series = []
+    for test in ("lat", "bw"):
+        for tr in TR:
+            pts = sorted((k[2], v) for k, v in agg.items()
+                         if k[0] == tr and k[1] == test and k[2] > 0)
+            if not pts:
+                continue
+            fn = os.path.join(logdir, f"plot-{test}-{tr}.dat")
+            with open(fn, "w") as f:
+                for s, v in pts:
+                    f.write(f"{s} {v[0]} {v[1]} {v[2]}\n")
+            series.append((test, tr, fn))
+    if series:
+        term = "pngcairo size 1400,600 font ',10'"
+        try:
+            t = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True, text=True)
+            if "pngcairo" not in (t.stdout + t.stderr):
+                term = "png size 1400,600"
+        except OSError:
+            pass
+        colors = {"usnic": "#d62728", "tcp": "#1f77b4", "rxd": "#2ca02c", "raw": "#7f7f7f"}
+        gp = [f"set terminal {term}", f"set output '{prefix}.png'",
+              "set multiplot layout 1,2 title 'usnic BTL vs tcp / ofi rxd / raw udp (loopback)" +
+              (f", drop rate {loss}" if loss else "") + "'",
+              "set logscale xy", "set grid", "set key top left", "set format x '%.0b%BB'",
+              "set xlabel 'message size (bytes)'"]
+        for test, ylabel in (("lat", "latency, half round trip (us)"),
+                             ("bw", "bandwidth (MB/s)")):
+            ss = [x for x in series if x[0] == test]
+            gp.append(f"set title '{'Latency' if test == 'lat' else 'Unidirectional bandwidth'}'")
+            gp.append(f"set ylabel '{ylabel}'")
+            if test == "bw":
+                gp.append("set key bottom right")
+            if not ss:
+                gp.append("set label 1 'no data' at graph 0.4,0.5")
+                gp.append("plot [1:2] [1:2] NaN notitle")
+                gp.append("unset label 1")
+                continue
+            parts = []
+            for _, tr, fn in ss:
+                title = tr if tr != "raw" else "raw udp"
+                parts.append(f"'{fn}' using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 0.6 "
+                             f"lc rgb '{colors[tr]}' title '{title}'")
+            gp.append("plot " + ", \\\n     ".join(parts))
+        gp.append("unset multiplot")
+        gpf = os.path.join(logdir, "plot.gp")
+        open(gpf, "w").write("\n".join(gp) + "\n")
+        r = subprocess.run(["gnuplot", gpf], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.stderr.write("gnuplot failed:\n" + r.stderr)
+        else:
+            sys.stderr.write(f"# plot: {prefix}.png\n")
+else:
+    sys.stderr.write("# gnuplot not found: no plot\n")
+sys.stderr.write(f"# tables: {prefix}.md  csv: {prefix}.csv {prefix}-rounds.csv\n")
+PY

@@ -1,0 +1,225 @@
+/*
+ * btl/usnic: an Open MPI BTL over libfabric datagram endpoints (FI_EP_DGRAM)
+ * with its own reliability layer.  See README.txt for the design notes.
+ *
+ * This header holds the component and module types and the MCA parameter
+ * globals.  Per-peer state is in btl_usnic_endpoint.h, descriptors in
+ * btl_usnic_frag.h, the wire format in btl_usnic_proto.h.
+ */
+#ifndef BTL_USNIC_H
+#define BTL_USNIC_H
+
+#include "opal_config.h"
+
+#include <stdint.h>
+#include <netinet/in.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "opal/class/opal_free_list.h"
+#include "opal/class/opal_hash_table.h"
+#include "opal/class/opal_hotel.h"
+#include "opal/class/opal_list.h"
+#include "opal/mca/btl/btl.h"
+#include "opal/mca/btl/base/base.h"
+#include "opal/mca/event/event.h"
+#include "opal/threads/mutex.h"
+#include "opal/util/output.h"
+
+#include "btl_usnic_proto.h"
+#include "btl_usnic_reg.h"
+#include "btl_usnic_stats.h"
+
+BEGIN_C_DECLS
+
+/* Version of the modex record layout (btl_usnic_proc.h). */
+#define USNIC_MODEX_VERSION 1
+
+/* Channels of a module. */
+enum usnic_channel_id {
+    USNIC_CHAN_PRIO = 0, /* ACKs and tiny fragments: small MTU, short queues */
+    USNIC_CHAN_DATA = 1, /* everything else, and every retransmission */
+    USNIC_NUM_CHANNELS = 2
+};
+
+struct usnic_module;
+struct usnic_seg;
+struct mca_btl_base_endpoint_t;
+
+/* Context of a segment free list's item initialiser (one per list, in the module). */
+typedef struct usnic_seg_list_ctx {
+    struct usnic_module *module;
+    int kind; /* enum usnic_seg_kind */
+    int chan; /* enum usnic_channel_id */
+} usnic_seg_list_ctx_t;
+
+/* One libfabric endpoint with its completion queue and receive buffers. */
+typedef struct usnic_channel {
+    enum usnic_channel_id id;
+    struct fid_ep *ep;
+    struct fid_cq *cq;
+    uint32_t mtu;        /* largest datagram we send or expect, headers included */
+    size_t prefix;       /* FI_MSG_PREFIX bytes before every datagram, else 0 */
+    int tx_depth;        /* send queue entries */
+    int tx_credits;      /* send queue entries free now; invariant: 0 <= credits <= depth */
+    int rx_depth;        /* receives kept posted */
+    opal_free_list_t rx_segs; /* receive buffers: prefix + mtu bytes each */
+    struct sockaddr_in addr;  /* bound address (port assigned by the provider) */
+} usnic_channel_t;
+
+/* Fault injection on the receive path (debug parameters). */
+typedef struct usnic_fault {
+    double drop_rate;
+    double dup_rate;
+    double reorder_rate;
+    uint64_t rng;                 /* xorshift state, from btl_usnic_debug_seed */
+    uint8_t *held_buf;            /* a packet held back to be processed late (copy) */
+    uint32_t held_len;            /* 0 = nothing held */
+    enum usnic_channel_id held_chan;
+} usnic_fault_t;
+
+typedef struct usnic_module {
+    mca_btl_base_module_t super;
+
+    int index;             /* position in the component's module array */
+    uint32_t module_id;    /* unique in the job: (vpid << 8) | index */
+    char ifname[64];       /* interface (libfabric domain) name */
+    char prov_name[32];    /* provider that created it */
+    struct sockaddr_in if_addr; /* interface IPv4 address */
+    uint32_t if_prefixlen; /* netmask length */
+    uint32_t link_mbps;    /* link speed, Mbit/s (0 if unknown) */
+    uint32_t local_isn;    /* first sequence number we send to every peer */
+
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    usnic_channel_t chan[USNIC_NUM_CHANNELS];
+
+    /* payload bytes of one FRAG datagram on each channel */
+    uint32_t max_frag_payload[USNIC_NUM_CHANNELS];
+    uint32_t max_chunk_payload; /* data channel, CHUNK packets */
+    uint32_t max_put_payload;   /* data channel, PUT packets */
+    uint64_t max_msg_len;       /* largest PML fragment we reassemble */
+    bool zero_copy;             /* iov_limit >= 2: send user data without copying it */
+
+    /* free lists (all bounded; the hotel has a room for every send segment) */
+    opal_free_list_t send_segs;  /* data-MTU send buffers */
+    opal_free_list_t ack_segs;   /* header-only ACK buffers */
+    opal_free_list_t frags;      /* descriptors: handed to the PML, or internal for PUTs */
+    opal_free_list_t big_bufs;   /* pack / reassembly buffers of max_msg_len bytes */
+    usnic_seg_list_ctx_t seg_list_ctx[2 + USNIC_NUM_CHANNELS];
+
+    opal_hash_table_t senders;   /* peer module id -> endpoint */
+    opal_list_t endpoints;       /* all endpoints of this module */
+    opal_list_t sendq_eps;       /* endpoints with queued fragments and an open window */
+    opal_list_t ack_eps;         /* endpoints that owe their peer an ACK */
+    opal_list_t resendq;         /* segments waiting to be retransmitted, oldest first */
+    opal_list_t done_frags;      /* sent fragments whose PML callback is pending */
+
+    opal_hotel_t hotel;          /* retransmit timers */
+    opal_event_base_t *evbase;   /* private event base driving the hotel */
+    uint64_t next_timer_poll;    /* usnic_now_us() when the hotel is next serviced */
+
+    mca_btl_base_module_error_cb_fn_t error_cb;
+    usnic_fault_t fault;
+    usnic_module_stats_t stats;
+    bool finalized;
+} usnic_module_t;
+
+/* All tunables (registered in btl_usnic_mca.c). */
+typedef struct usnic_params {
+    char *providers;          /* ordered list to try */
+    char *if_include;
+    char *if_exclude;
+    int max_btls;
+    int prio_sd_num, prio_rd_num; /* priority channel send/recv queue depths */
+    int sd_num, rd_num;           /* data channel send/recv queue depths */
+    int cq_num;                   /* completion queue entries per channel */
+    int priority_limit;           /* largest PML fragment sent on the priority channel */
+    int send_window;              /* segments unacknowledged per peer */
+    int recv_window;              /* receive window per peer (>= peer's send window) */
+    int retrans_timeout;          /* usec */
+    int max_resends_per_iteration;
+    int ack_delay;                /* usec */
+    int fast_retrans_dups;        /* duplicate ACKs that trigger a fast retransmit */
+    int peer_timeout;             /* sec without progress before a peer is declared dead */
+    int seg_num;                  /* send segments per module */
+    int reasm_slots;              /* concurrent reassemblies per peer */
+    int print_stats;
+    double debug_drop_rate;
+    double debug_dup_rate;
+    double debug_reorder_rate;
+    int debug_seed;
+    int debug_isn;                /* >= 0: fixed initial sequence number (tests) */
+} usnic_params_t;
+
+typedef struct usnic_component {
+    mca_btl_base_component_3_0_0_t super;
+
+    usnic_params_t params;
+    int num_modules;
+    usnic_module_t **modules;
+    char *chosen_provider;       /* provider that won discovery */
+    uint64_t job_key;            /* per-job key, identical in every process of the job */
+    opal_recursive_mutex_t lock; /* taken only when MPI threads are in use */
+    struct usnic_reg_table regs; /* registrations for emulated PUT */
+    bool use_threads;
+} usnic_component_t;
+
+OPAL_MODULE_DECLSPEC extern usnic_component_t mca_btl_usnic_component;
+extern usnic_module_t usnic_module_template;
+
+#define USNIC_VERBOSE(level, ...)                                                                  \
+    opal_output_verbose(level, opal_btl_base_framework.framework_output, "btl:usnic: " __VA_ARGS__)
+
+static inline void usnic_lock(void)
+{
+    if (mca_btl_usnic_component.use_threads) {
+        opal_mutex_lock(&mca_btl_usnic_component.lock);
+    }
+}
+
+static inline void usnic_unlock(void)
+{
+    if (mca_btl_usnic_component.use_threads) {
+        opal_mutex_unlock(&mca_btl_usnic_component.lock);
+    }
+}
+
+/* btl_usnic_mca.c */
+int usnic_register_params(void);
+int usnic_check_params(void);
+
+/* btl_usnic_component.c */
+int usnic_component_progress(void);
+void usnic_module_teardown(usnic_module_t *module);
+
+/* btl_usnic_module.c */
+int usnic_module_finalize(struct mca_btl_base_module_t *btl);
+
+/* btl_usnic_send.c */
+int usnic_progress_sends(usnic_module_t *module);
+int usnic_progress_resends(usnic_module_t *module);
+int usnic_progress_done_frags(usnic_module_t *module);
+int usnic_handle_send_completion(usnic_module_t *module, struct usnic_seg *seg);
+
+/* btl_usnic_ack.c */
+int usnic_progress_acks(usnic_module_t *module, uint64_t now);
+void usnic_ack_schedule(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
+
+/* btl_usnic_recv.c */
+int usnic_post_recvs(usnic_module_t *module, usnic_channel_t *chan);
+void usnic_handle_recv(usnic_module_t *module, usnic_channel_t *chan, struct usnic_seg *seg,
+                       size_t len);
+void usnic_repost_recv(usnic_module_t *module, usnic_channel_t *chan, struct usnic_seg *seg);
+/* Process a packet held back by reorder injection (when idle, or after the next arrival). */
+void usnic_fault_flush(usnic_module_t *module, bool idle);
+
+END_C_DECLS
+
+#endif /* BTL_USNIC_H */

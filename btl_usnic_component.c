@@ -1,0 +1,637 @@
+/*
+ * The usnic component: open/close, device discovery (providers in the
+ * order of btl_usnic_providers; the first that yields a usable device wins),
+ * module creation, and the progress engine.
+ */
+#include <arpa/inet.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "opal/mca/pmix/pmix.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/argv.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_util.h"
+
+static int usnic_component_register(void);
+static int usnic_component_open(void);
+static int usnic_component_close(void);
+static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_progress_threads,
+                                                    bool enable_mpi_threads);
+
+usnic_component_t mca_btl_usnic_component = {
+    .super = {
+        .btl_version = {
+            MCA_BTL_DEFAULT_VERSION("usnic"),
+            .mca_open_component = usnic_component_open,
+            .mca_close_component = usnic_component_close,
+            .mca_register_component_params = usnic_component_register,
+        },
+        .btl_data = {
+            .param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT,
+        },
+        .btl_init = usnic_component_init,
+        .btl_progress = usnic_component_progress,
+    },
+};
+
+static int usnic_component_register(void)
+{
+    return usnic_register_params();
+}
+
+static int usnic_component_open(void)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+
+#ifdef USNIC_HELP_DIR
+    opal_show_help_add_dir(USNIC_HELP_DIR);
+#endif
+    c->num_modules = 0;
+    c->modules = NULL;
+    c->chosen_provider = NULL;
+    OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
+    usnic_reg_table_init(&c->regs);
+    return OPAL_SUCCESS;
+}
+
+static int usnic_component_close(void)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+
+    free(c->modules);
+    c->modules = NULL;
+    c->num_modules = 0;
+    free(c->chosen_provider);
+    c->chosen_provider = NULL;
+    usnic_reg_table_fini(&c->regs);
+    OBJ_DESTRUCT(&c->lock);
+    return OPAL_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------- */
+/* discovery */
+
+struct usnic_filters {
+    struct usnic_if_filter include[32];
+    int n_include;
+    struct usnic_if_filter exclude[32];
+    int n_exclude;
+};
+
+static struct fi_info *query_provider(const char *prov)
+{
+    struct fi_info *hints, *info = NULL;
+    int rc;
+
+    hints = fi_allocinfo();
+    if (NULL == hints) {
+        return NULL;
+    }
+    hints->caps = FI_MSG;
+    hints->mode = FI_CONTEXT | FI_MSG_PREFIX;
+    hints->ep_attr->type = FI_EP_DGRAM;
+    hints->addr_format = FI_SOCKADDR_IN;
+    hints->domain_attr->threading = FI_THREAD_UNSPEC;
+    hints->fabric_attr->prov_name = strdup(prov);
+    rc = fi_getinfo(FI_VERSION(1, 5), NULL, NULL, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (0 != rc) {
+        USNIC_VERBOSE(5, "provider %s: fi_getinfo: %s", prov, fi_strerror(-rc));
+        return NULL;
+    }
+    return info;
+}
+
+/* Is this fi_info a device we should use?  Says why not at verbose level. */
+static bool usable(const struct fi_info *fi, const struct usnic_filters *flt, uint32_t *addr)
+{
+    const char *dev = fi->domain_attr->name;
+    const struct sockaddr_in *sin = fi->src_addr;
+    char abuf[INET_ADDRSTRLEN] = "?";
+    bool up = false;
+    uint32_t plen, mtu, speed;
+
+    if (NULL == sin || FI_SOCKADDR_IN != fi->addr_format || AF_INET != sin->sin_family) {
+        USNIC_VERBOSE(20, "device %s: skipped, no IPv4 address", dev);
+        return false;
+    }
+    inet_ntop(AF_INET, &sin->sin_addr, abuf, sizeof(abuf));
+    if (0 == (fi->caps & FI_MSG) || FI_EP_DGRAM != fi->ep_attr->type) {
+        USNIC_VERBOSE(20, "device %s (%s): skipped, no FI_EP_DGRAM with FI_MSG", dev, abuf);
+        return false;
+    }
+    if (flt->n_include > 0) {
+        if (!usnic_if_filter_match(flt->include, flt->n_include, dev, sin->sin_addr.s_addr)) {
+            USNIC_VERBOSE(20, "device %s (%s): skipped, not in btl_usnic_if_include", dev, abuf);
+            return false;
+        }
+    } else {
+        if (usnic_if_filter_match(flt->exclude, flt->n_exclude, dev, sin->sin_addr.s_addr)) {
+            USNIC_VERBOSE(20, "device %s (%s): skipped, in btl_usnic_if_exclude", dev, abuf);
+            return false;
+        }
+        if ((ntohl(sin->sin_addr.s_addr) >> 24) == 127) {
+            USNIC_VERBOSE(20,
+                          "device %s (%s): skipped, loopback is used only when named in "
+                          "btl_usnic_if_include",
+                          dev, abuf);
+            return false;
+        }
+    }
+    if (0 != usnic_if_facts(dev, sin->sin_addr.s_addr, &up, &plen, &mtu, &speed) || !up) {
+        USNIC_VERBOSE(20, "device %s (%s): skipped, interface is not up", dev, abuf);
+        return false;
+    }
+    *addr = sin->sin_addr.s_addr;
+    return true;
+}
+
+static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usnic_channel_id id,
+                        uint32_t mtu, int tx_depth, int rx_depth)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    struct fi_cq_attr cq_attr = {0};
+    size_t alen = sizeof(chan->addr);
+    int rc;
+
+    chan->id = id;
+    chan->mtu = mtu;
+    chan->prefix = (module->info->mode & FI_MSG_PREFIX) ? module->info->ep_attr->msg_prefix_size
+                                                        : 0;
+    chan->tx_depth = tx_depth;
+    chan->tx_credits = tx_depth;
+    chan->rx_depth = rx_depth;
+
+    rc = fi_endpoint(module->domain, module->info, &chan->ep, NULL);
+    if (0 != rc) {
+        USNIC_VERBOSE(5, "%s: fi_endpoint: %s", module->ifname, fi_strerror(-rc));
+        return OPAL_ERROR;
+    }
+    cq_attr.format = FI_CQ_FORMAT_MSG;
+    cq_attr.size = (size_t) (p->cq_num > 0 ? p->cq_num : tx_depth + rx_depth + 16);
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    rc = fi_cq_open(module->domain, &cq_attr, &chan->cq, NULL);
+    if (0 == rc) {
+        rc = fi_ep_bind(chan->ep, &chan->cq->fid, FI_TRANSMIT | FI_RECV);
+    }
+    if (0 == rc) {
+        rc = fi_ep_bind(chan->ep, &module->av->fid, 0);
+    }
+    if (0 == rc) {
+        rc = fi_enable(chan->ep);
+    }
+    if (0 == rc) {
+        rc = fi_getname(&chan->ep->fid, &chan->addr, &alen);
+    }
+    if (0 != rc) {
+        USNIC_VERBOSE(5, "%s: channel %d setup: %s", module->ifname, id, fi_strerror(-rc));
+        return OPAL_ERROR;
+    }
+    return OPAL_SUCCESS;
+}
+
+static void channel_close(usnic_channel_t *chan)
+{
+    if (NULL != chan->ep) {
+        fi_close(&chan->ep->fid);
+        chan->ep = NULL;
+    }
+    if (NULL != chan->cq) {
+        fi_close(&chan->cq->fid);
+        chan->cq = NULL;
+    }
+}
+
+static void module_release_resources(usnic_module_t *module)
+{
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        channel_close(&module->chan[c]);
+    }
+    if (NULL != module->av) {
+        fi_close(&module->av->fid);
+    }
+    if (NULL != module->domain) {
+        fi_close(&module->domain->fid);
+    }
+    if (NULL != module->fabric) {
+        fi_close(&module->fabric->fid);
+    }
+    if (NULL != module->info) {
+        fi_freeinfo(module->info);
+    }
+    module->av = NULL;
+    module->domain = NULL;
+    module->fabric = NULL;
+    module->info = NULL;
+}
+
+/* Sizes that follow from the data channel MTU and the PML limits. */
+static void module_set_sizes(usnic_module_t *module, uint32_t data_mtu)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    mca_btl_base_module_t *b = &module->super;
+    uint32_t prio_mtu = (uint32_t) p->priority_limit + (uint32_t) USNIC_HDR_LEN_FRAG;
+    size_t m;
+
+    if (prio_mtu > data_mtu) {
+        prio_mtu = data_mtu;
+    }
+    module->chan[USNIC_CHAN_DATA].mtu = data_mtu;
+    module->chan[USNIC_CHAN_PRIO].mtu = prio_mtu;
+    module->max_frag_payload[USNIC_CHAN_DATA] = data_mtu - (uint32_t) USNIC_HDR_LEN_FRAG;
+    module->max_frag_payload[USNIC_CHAN_PRIO] = prio_mtu - (uint32_t) USNIC_HDR_LEN_FRAG;
+    module->max_chunk_payload = data_mtu - (uint32_t) USNIC_HDR_LEN_CHUNK;
+    module->max_put_payload = data_mtu - (uint32_t) USNIC_HDR_LEN_PUT;
+
+    m = b->btl_max_send_size;
+    if (b->btl_eager_limit > m) {
+        m = b->btl_eager_limit;
+    }
+    if (b->btl_rndv_eager_limit > m) {
+        m = b->btl_rndv_eager_limit;
+    }
+    module->max_msg_len = m + USNIC_PML_HDR_MAX;
+}
+
+static usnic_module_t *module_create(struct fi_info *fi, uint32_t addr, int index)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    usnic_module_t *module;
+    struct fi_av_attr av_attr = {0};
+    bool up;
+    uint32_t if_mtu = 0;
+    uint32_t data_mtu;
+    int rc;
+
+    module = calloc(1, sizeof(*module));
+    if (NULL == module) {
+        return NULL;
+    }
+    *module = usnic_module_template;
+    module->index = index;
+    module->module_id = ((uint32_t) OPAL_PROC_MY_NAME.vpid << 8) | (uint32_t) index;
+    snprintf(module->ifname, sizeof(module->ifname), "%s", fi->domain_attr->name);
+    snprintf(module->prov_name, sizeof(module->prov_name), "%s", fi->fabric_attr->prov_name);
+    module->if_addr = *(const struct sockaddr_in *) fi->src_addr;
+    usnic_if_facts(module->ifname, addr, &up, &module->if_prefixlen, &if_mtu, &module->link_mbps);
+    if (0 == module->link_mbps || module->link_mbps > 400000) {
+        module->link_mbps = 0;
+    } else {
+        module->super.btl_bandwidth = module->link_mbps;
+    }
+    if (p->debug_isn >= 0) {
+        module->local_isn = (uint32_t) p->debug_isn;
+    } else {
+        uint64_t s = usnic_hash64(&module->module_id, sizeof(module->module_id),
+                                  usnic_now_us() ^ (uint64_t) getpid());
+        module->local_isn = (uint32_t) usnic_rand(&s);
+    }
+
+    module->info = fi_dupinfo(fi);
+    if (NULL == module->info) {
+        goto err_free;
+    }
+    /* the largest datagram: what the provider advertises, bounded by the interface MTU */
+    data_mtu = (uint32_t) fi->ep_attr->max_msg_size;
+    if (if_mtu > 28 && data_mtu > if_mtu - 28) {
+        data_mtu = if_mtu - 28;
+    }
+    if (data_mtu < USNIC_HDR_LEN_MAX + 64) {
+        USNIC_VERBOSE(20, "%s: skipped, datagrams of %u bytes are too small", module->ifname,
+                      data_mtu);
+        goto err_free;
+    }
+    module_set_sizes(module, data_mtu);
+
+    rc = fi_fabric(module->info->fabric_attr, &module->fabric, NULL);
+    if (0 == rc) {
+        rc = fi_domain(module->fabric, module->info, &module->domain, NULL);
+    }
+    if (0 == rc) {
+        av_attr.type = FI_AV_MAP;
+        rc = fi_av_open(module->domain, &av_attr, &module->av, NULL);
+    }
+    if (0 != rc) {
+        USNIC_VERBOSE(5, "%s: fabric/domain/AV setup: %s", module->ifname, fi_strerror(-rc));
+        goto err_release;
+    }
+    module->zero_copy = module->info->tx_attr->iov_limit >= 2;
+    if (OPAL_SUCCESS
+            != channel_open(module, &module->chan[USNIC_CHAN_PRIO], USNIC_CHAN_PRIO,
+                            module->chan[USNIC_CHAN_PRIO].mtu, p->prio_sd_num, p->prio_rd_num)
+        || OPAL_SUCCESS
+               != channel_open(module, &module->chan[USNIC_CHAN_DATA], USNIC_CHAN_DATA,
+                               module->chan[USNIC_CHAN_DATA].mtu, p->sd_num, p->rd_num)) {
+        goto err_release;
+    }
+    return module;
+
+err_release:
+    module_release_resources(module);
+err_free:
+    if (NULL != module->info) {
+        fi_freeinfo(module->info);
+    }
+    free(module);
+    return NULL;
+}
+
+/* Free lists, tables, timers and posted receives of a new module. */
+static int module_init_state(usnic_module_t *module)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    int rc;
+
+    OBJ_CONSTRUCT(&module->senders, opal_hash_table_t);
+    opal_hash_table_init(&module->senders, 128);
+    OBJ_CONSTRUCT(&module->endpoints, opal_list_t);
+    OBJ_CONSTRUCT(&module->sendq_eps, opal_list_t);
+    OBJ_CONSTRUCT(&module->ack_eps, opal_list_t);
+    OBJ_CONSTRUCT(&module->resendq, opal_list_t);
+    OBJ_CONSTRUCT(&module->done_frags, opal_list_t);
+
+    rc = usnic_frag_lists_init(module);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    module->evbase = opal_event_base_create();
+    if (NULL == module->evbase) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    OBJ_CONSTRUCT(&module->hotel, opal_hotel_t);
+    /* one room per send segment and per SMALL fragment's segment */
+    rc = opal_hotel_init(&module->hotel, 2 * p->seg_num, module->evbase,
+                         (uint32_t) p->retrans_timeout, 0, usnic_endpoint_timer_expired);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    module->fault.drop_rate = p->debug_drop_rate;
+    module->fault.dup_rate = p->debug_dup_rate;
+    module->fault.reorder_rate = p->debug_reorder_rate;
+    module->fault.rng = usnic_hash64(&module->module_id, sizeof(module->module_id),
+                                     (uint64_t) p->debug_seed);
+    if (module->fault.reorder_rate > 0.0) {
+        module->fault.held_buf = malloc(module->chan[USNIC_CHAN_DATA].mtu);
+        if (NULL == module->fault.held_buf) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+    }
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        rc = usnic_post_recvs(module, &module->chan[c]);
+        if (OPAL_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+static int discover(const char *prov, const struct usnic_filters *flt, int max)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+    struct fi_info *infos = query_provider(prov), *fi;
+    char **seen = NULL;
+    int found = 0;
+
+    if (NULL == infos) {
+        USNIC_VERBOSE(10, "provider %s: no devices", prov);
+        return 0;
+    }
+    for (fi = infos; NULL != fi && (0 == max || found < max); fi = fi->next) {
+        usnic_module_t *module;
+        uint32_t addr;
+
+        if (NULL == fi->domain_attr || NULL == fi->domain_attr->name) {
+            continue;
+        }
+        /* one module per device: the provider lists a device once per address */
+        if (NULL != seen && opal_argv_count(seen) > 0) {
+            bool dup = false;
+            for (int i = 0; NULL != seen[i]; i++) {
+                dup = dup || (0 == strcmp(seen[i], fi->domain_attr->name));
+            }
+            if (dup) {
+                continue;
+            }
+        }
+        if (!usable(fi, flt, &addr)) {
+            continue;
+        }
+        opal_argv_append_nosize(&seen, fi->domain_attr->name);
+        module = module_create(fi, addr, c->num_modules);
+        if (NULL == module) {
+            continue;
+        }
+        if (OPAL_SUCCESS != module_init_state(module)) {
+            USNIC_VERBOSE(5, "%s: could not allocate module state", module->ifname);
+            module_release_resources(module);
+            free(module);
+            continue;
+        }
+        c->modules[c->num_modules++] = module;
+        found++;
+        {
+            char abuf[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &module->if_addr.sin_addr, abuf, sizeof(abuf));
+            USNIC_VERBOSE(5,
+                          "using provider %s device %s (%s/%u): datagram %u bytes (priority %u), "
+                          "ports %u/%u, link %u Mb/s",
+                          prov, module->ifname, abuf, module->if_prefixlen,
+                          module->chan[USNIC_CHAN_DATA].mtu, module->chan[USNIC_CHAN_PRIO].mtu,
+                          ntohs(module->chan[USNIC_CHAN_PRIO].addr.sin_port),
+                          ntohs(module->chan[USNIC_CHAN_DATA].addr.sin_port), module->link_mbps);
+        }
+    }
+    opal_argv_free(seen);
+    fi_freeinfo(infos);
+    return found;
+}
+
+static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_progress_threads,
+                                                    bool enable_mpi_threads)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+    usnic_params_t *p = &c->params;
+    struct usnic_filters flt;
+    const char *bad = NULL;
+    char **provs;
+    mca_btl_base_module_t **btls;
+    (void) enable_progress_threads;
+
+    *num_btls = 0;
+    if (OPAL_SUCCESS != usnic_check_params()) {
+        return NULL;
+    }
+    c->use_threads = enable_mpi_threads;
+    c->job_key = usnic_hash64(&OPAL_PROC_MY_NAME.jobid, sizeof(OPAL_PROC_MY_NAME.jobid),
+                              0x75736e6963ull);
+
+    memset(&flt, 0, sizeof(flt));
+    flt.n_include = usnic_if_filter_parse(p->if_include, flt.include, 32, &bad);
+    flt.n_exclude = usnic_if_filter_parse(p->if_exclude, flt.exclude, 32, &bad);
+
+    c->modules = calloc(USNIC_MAX_MODULES, sizeof(*c->modules));
+    if (NULL == c->modules) {
+        return NULL;
+    }
+    provs = opal_argv_split(p->providers, ',');
+    for (int i = 0; NULL != provs && NULL != provs[i]; i++) {
+        int max = p->max_btls > 0 ? p->max_btls : USNIC_MAX_MODULES;
+        if (discover(provs[i], &flt, max) > 0) {
+            c->chosen_provider = strdup(provs[i]);
+            break;
+        }
+        USNIC_VERBOSE(5, "provider %s: no usable device, trying the next provider", provs[i]);
+    }
+    opal_argv_free(provs);
+
+    if (0 == c->num_modules) {
+        USNIC_VERBOSE(5, "no usable device with any provider in btl_usnic_providers (%s)%s",
+                      p->providers,
+                      ('\0' == p->if_include[0]) ? "; loopback needs btl_usnic_if_include" : "");
+        if ('\0' != p->if_include[0]) {
+            opal_show_help("help-mpi-btl-usnic.txt", "no devices", true,
+                           opal_process_info.nodename, p->providers, p->if_include);
+        }
+        return NULL;
+    }
+    if (OPAL_SUCCESS != usnic_modex_publish()) {
+        USNIC_VERBOSE(5, "modex publish failed");
+        return NULL;
+    }
+    btls = malloc((size_t) c->num_modules * sizeof(*btls));
+    if (NULL == btls) {
+        return NULL;
+    }
+    for (int i = 0; i < c->num_modules; i++) {
+        btls[i] = &c->modules[i]->super;
+    }
+    *num_btls = c->num_modules;
+    return btls;
+}
+
+/* Called from module finalize: undo module_create and module_init_state. */
+void usnic_module_teardown(usnic_module_t *module)
+{
+    opal_list_item_t *item;
+
+    while (NULL != (item = opal_list_remove_first(&module->endpoints))) {
+        opal_list_prepend(&module->endpoints, item);
+        usnic_endpoint_destroy((mca_btl_base_endpoint_t *) item);
+    }
+    /* segments in these lists belong to the free lists destroyed below */
+    while (NULL != opal_list_remove_first(&module->resendq)) {
+    }
+    while (NULL != opal_list_remove_first(&module->done_frags)) {
+    }
+    while (NULL != opal_list_remove_first(&module->sendq_eps)) {
+    }
+    while (NULL != opal_list_remove_first(&module->ack_eps)) {
+    }
+    module_release_resources(module);
+    OBJ_DESTRUCT(&module->hotel);
+    if (NULL != module->evbase) {
+        opal_event_base_free(module->evbase);
+        module->evbase = NULL;
+    }
+    usnic_frag_lists_fini(module);
+    free(module->fault.held_buf);
+    OBJ_DESTRUCT(&module->done_frags);
+    OBJ_DESTRUCT(&module->resendq);
+    OBJ_DESTRUCT(&module->ack_eps);
+    OBJ_DESTRUCT(&module->sendq_eps);
+    OBJ_DESTRUCT(&module->endpoints);
+    OBJ_DESTRUCT(&module->senders);
+}
+
+/* ---------------------------------------------------------------------- */
+/* progress */
+
+static int poll_channel(usnic_module_t *module, usnic_channel_t *chan)
+{
+    struct fi_cq_msg_entry ent[16];
+    ssize_t n;
+    int count = 0;
+
+    n = fi_cq_read(chan->cq, ent, 16);
+    if (n > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            usnic_seg_t *seg = (usnic_seg_t *) ((char *) ent[i].op_context
+                                                - offsetof(usnic_seg_t, fictx));
+            if (USNIC_SEG_RECV == seg->kind) {
+                size_t len = ent[i].len >= chan->prefix ? ent[i].len - chan->prefix : 0;
+                usnic_handle_recv(module, chan, seg, len);
+            } else {
+                chan->tx_credits++;
+                usnic_seg_put(seg);
+            }
+        }
+        count = (int) n;
+    } else if (-FI_EAVAIL == n) {
+        struct fi_cq_err_entry err = {0};
+        if (fi_cq_readerr(chan->cq, &err, 0) > 0 && NULL != err.op_context) {
+            usnic_seg_t *seg = (usnic_seg_t *) ((char *) err.op_context
+                                                - offsetof(usnic_seg_t, fictx));
+            module->stats.drops[USNIC_DROP_LENGTH]++;
+            USNIC_VERBOSE(20, "%s: completion error: %s", module->ifname,
+                          fi_strerror(err.err));
+            if (USNIC_SEG_RECV == seg->kind) {
+                usnic_repost_recv(module, chan, seg);
+            } else {
+                chan->tx_credits++;
+                usnic_seg_put(seg);
+            }
+        }
+        count = 1;
+    }
+    return count;
+}
+
+/* Run the retransmit timers: the hotel's private event base, at most every quarter timeout. */
+static void service_timers(usnic_module_t *module, uint64_t now)
+{
+    if (now < module->next_timer_poll) {
+        return;
+    }
+    module->next_timer_poll = now + (uint64_t) mca_btl_usnic_component.params.retrans_timeout / 4;
+    if (!opal_hotel_is_empty(&module->hotel)) {
+        opal_event_loop(module->evbase, OPAL_EVLOOP_NONBLOCK);
+    }
+}
+
+static int module_progress(usnic_module_t *module)
+{
+    uint64_t now;
+    int count;
+
+    count = poll_channel(module, &module->chan[USNIC_CHAN_PRIO]);
+    count += poll_channel(module, &module->chan[USNIC_CHAN_DATA]);
+    usnic_fault_flush(module, 0 == count);
+    count += usnic_progress_done_frags(module);
+    usnic_progress_resends(module);
+    usnic_progress_sends(module);
+    now = usnic_now_us();
+    usnic_progress_acks(module, now);
+    service_timers(module, now);
+    return count;
+}
+
+int usnic_component_progress(void)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+    int count = 0;
+
+    usnic_lock();
+    for (int i = 0; i < c->num_modules; i++) {
+        if (!c->modules[i]->finalized) {
+            count += module_progress(c->modules[i]);
+        }
+    }
+    usnic_unlock();
+    return count;
+}

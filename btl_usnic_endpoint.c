@@ -1,0 +1,271 @@
+/*
+ * Endpoints: creation from a peer's modex record, the reliability core's
+ * transport operations (timers through the module's hotel, the resend
+ * queue, releasing acknowledged segments), and peer failure.
+ */
+#include <string.h>
+
+#include "opal/util/show_help.h"
+
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_util.h"
+
+static void endpoint_construct(mca_btl_base_endpoint_t *ep)
+{
+    OBJ_CONSTRUCT(&ep->sendq_item, opal_list_item_t);
+    OBJ_CONSTRUCT(&ep->ack_item, opal_list_item_t);
+    OBJ_CONSTRUCT(&ep->sendq, opal_list_t);
+    ep->on_sendq_list = false;
+    ep->on_ack_list = false;
+    ep->dead = false;
+    ep->next_msg_id = 0;
+    memset(&ep->rel, 0, sizeof(ep->rel));
+    memset(&ep->reasm, 0, sizeof(ep->reasm));
+}
+
+static void endpoint_destruct(mca_btl_base_endpoint_t *ep)
+{
+    OBJ_DESTRUCT(&ep->sendq);
+    OBJ_DESTRUCT(&ep->ack_item);
+    OBJ_DESTRUCT(&ep->sendq_item);
+}
+OBJ_CLASS_INSTANCE(mca_btl_base_endpoint_t, opal_list_item_t, endpoint_construct,
+                   endpoint_destruct);
+
+static inline usnic_seg_t *seg_of(struct usnic_rel_seg *r)
+{
+    return (usnic_seg_t *) ((char *) r - offsetof(usnic_seg_t, rel));
+}
+
+/* ---- reliability core operations ---- */
+
+static void op_timer_arm(struct usnic_rel *rel, struct usnic_rel_seg *r)
+{
+    mca_btl_base_endpoint_t *ep = rel->ctx;
+    usnic_seg_t *seg = seg_of(r);
+
+    if (OPAL_UNLIKELY(OPAL_SUCCESS
+                      != opal_hotel_checkin(&ep->module->hotel, seg, &seg->hotel_room))) {
+        /* Cannot happen while the hotel has a room per send segment; if it
+         * does, resend rather than lose the segment. */
+        seg->hotel_room = -1;
+        usnic_rel_tx_timeout(rel, r);
+    }
+}
+
+static void op_timer_cancel(struct usnic_rel *rel, struct usnic_rel_seg *r)
+{
+    mca_btl_base_endpoint_t *ep = rel->ctx;
+    usnic_seg_t *seg = seg_of(r);
+
+    if (seg->hotel_room >= 0) {
+        opal_hotel_checkout(&ep->module->hotel, seg->hotel_room);
+        seg->hotel_room = -1;
+    }
+}
+
+static void op_resend(struct usnic_rel *rel, struct usnic_rel_seg *r)
+{
+    mca_btl_base_endpoint_t *ep = rel->ctx;
+    opal_list_append(&ep->module->resendq, &seg_of(r)->super.super);
+}
+
+static void op_resend_cancel(struct usnic_rel *rel, struct usnic_rel_seg *r)
+{
+    mca_btl_base_endpoint_t *ep = rel->ctx;
+    opal_list_remove_item(&ep->module->resendq, &seg_of(r)->super.super);
+}
+
+static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *r)
+{
+    mca_btl_base_endpoint_t *ep = rel->ctx;
+    usnic_seg_t *seg = seg_of(r);
+    usnic_frag_t *frag = seg->frag;
+
+    if (NULL != frag && USNIC_FRAG_SMALL != frag->kind) {
+        seg->frag = NULL;
+        if (0 == --frag->chunks_unacked && frag->sent) {
+            opal_list_append(&ep->module->done_frags, &frag->base.super.super);
+        }
+    }
+    usnic_seg_put(seg); /* the window's reference */
+}
+
+static const struct usnic_rel_ops endpoint_rel_ops = {
+    .timer_arm = op_timer_arm,
+    .timer_cancel = op_timer_cancel,
+    .resend = op_resend,
+    .resend_cancel = op_resend_cancel,
+    .acked = op_acked,
+};
+
+/* ---- reassembly buffers ---- */
+
+static void *reasm_get(void *ctx, uint64_t len, void **handle)
+{
+    usnic_module_t *module = ctx;
+    opal_free_list_item_t *item;
+
+    if (len > module->max_msg_len) {
+        return NULL;
+    }
+    item = opal_free_list_get(&module->big_bufs);
+    *handle = item;
+    return (NULL == item) ? NULL : item->ptr;
+}
+
+static void reasm_put(void *ctx, void *buf, void *handle)
+{
+    usnic_module_t *module = ctx;
+    (void) buf;
+    opal_free_list_return(&module->big_bufs, handle);
+}
+
+mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc_t *proc,
+                                               const struct usnic_modex_rec *rec)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    mca_btl_base_endpoint_t *ep = NULL;
+    struct sockaddr_in sin;
+    int rc;
+
+    if (OPAL_SUCCESS == opal_hash_table_get_value_uint32(&module->senders, rec->module_id,
+                                                         (void **) &ep)) {
+        return ep;
+    }
+
+    ep = OBJ_NEW(mca_btl_base_endpoint_t);
+    if (NULL == ep) {
+        return NULL;
+    }
+    ep->module = module;
+    ep->proc = proc;
+    ep->remote = *rec;
+    ep->reasm_alloc.get = reasm_get;
+    ep->reasm_alloc.put = reasm_put;
+    ep->reasm_alloc.ctx = module;
+
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        memset(&sin, 0, sizeof(sin));
+        sin.sin_family = AF_INET;
+        sin.sin_addr.s_addr = rec->ipv4;
+        sin.sin_port = rec->port[c];
+        rc = fi_av_insert(module->av, &sin, 1, &ep->addr[c], 0, NULL);
+        if (1 != rc) {
+            USNIC_VERBOSE(5, "%s: fi_av_insert failed: %d", module->ifname, rc);
+            OBJ_RELEASE(ep);
+            return NULL;
+        }
+    }
+
+    if (0 != usnic_rel_init(&ep->rel, &endpoint_rel_ops, ep, (uint32_t) p->send_window,
+                            (uint32_t) p->recv_window, module->local_isn, rec->isn,
+                            (uint32_t) p->fast_retrans_dups)
+        || 0 != usnic_reasm_table_init(&ep->reasm, (uint32_t) p->reasm_slots, &ep->reasm_alloc)) {
+        usnic_rel_fini(&ep->rel);
+        OBJ_RELEASE(ep);
+        return NULL;
+    }
+    ep->rel.ack_every = (rec->send_window / 4 > 0) ? rec->send_window / 4 : 1;
+    ep->last_progress_us = usnic_now_us();
+
+    opal_hash_table_set_value_uint32(&module->senders, rec->module_id, ep);
+    opal_list_append(&module->endpoints, &ep->super);
+    USNIC_VERBOSE(20, "%s: endpoint to module 0x%x (%s) created", module->ifname,
+                  rec->module_id, (NULL != proc && NULL != proc->proc_hostname)
+                                      ? proc->proc_hostname : "?");
+    return ep;
+}
+
+void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep)
+{
+    usnic_module_t *module = ep->module;
+
+    opal_hash_table_remove_value_uint32(&module->senders, ep->remote.module_id);
+    opal_list_remove_item(&module->endpoints, &ep->super);
+    if (ep->on_sendq_list) {
+        opal_list_remove_item(&module->sendq_eps, &ep->sendq_item);
+    }
+    if (ep->on_ack_list) {
+        opal_list_remove_item(&module->ack_eps, &ep->ack_item);
+    }
+    usnic_reasm_table_fini(&ep->reasm);
+    usnic_rel_fini(&ep->rel);
+    OBJ_RELEASE(ep);
+}
+
+mca_btl_base_endpoint_t *usnic_endpoint_for_sender(usnic_module_t *module, uint32_t module_id)
+{
+    mca_btl_base_endpoint_t *ep = NULL;
+    struct usnic_modex_rec *recs = NULL;
+    const struct usnic_modex_rec *rec;
+    opal_process_name_t name;
+    opal_proc_t *proc;
+    size_t nrecs = 0;
+
+    if (OPAL_LIKELY(OPAL_SUCCESS == opal_hash_table_get_value_uint32(&module->senders, module_id,
+                                                                     (void **) &ep))) {
+        return ep;
+    }
+    /* A process of our job that the PML has not added yet (it adds peers
+     * lazily, on first send): build the endpoint from its modex record. */
+    name = OPAL_PROC_MY_NAME;
+    name.vpid = module_id >> 8;
+    if (name.vpid == OPAL_PROC_MY_NAME.vpid || NULL == opal_proc_for_name) {
+        return NULL;
+    }
+    proc = opal_proc_for_name(name);
+    if (NULL == proc || OPAL_SUCCESS != usnic_modex_recv(proc, &recs, &nrecs)) {
+        return NULL;
+    }
+    rec = usnic_pair(module, proc, recs, nrecs);
+    if (NULL != rec && rec->module_id == module_id) {
+        ep = usnic_endpoint_create(module, proc, rec);
+    }
+    free(recs);
+    return ep;
+}
+
+void usnic_endpoint_timer_expired(opal_hotel_t *hotel, int room, void *occupant)
+{
+    usnic_seg_t *seg = occupant;
+    mca_btl_base_endpoint_t *ep = seg->ep;
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    (void) hotel;
+    (void) room;
+
+    seg->hotel_room = -1;
+    if (ep->dead) {
+        seg->rel.state &= ~USNIC_REL_SEG_TIMER;
+        return;
+    }
+    if (p->peer_timeout > 0
+        && usnic_now_us() - ep->last_progress_us > (uint64_t) p->peer_timeout * 1000000u) {
+        seg->rel.state &= ~USNIC_REL_SEG_TIMER;
+        usnic_endpoint_fail(ep, "no acknowledgement within btl_usnic_peer_timeout");
+        return;
+    }
+    usnic_rel_tx_timeout(&ep->rel, &seg->rel);
+}
+
+void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why)
+{
+    usnic_module_t *module = ep->module;
+    char addr[INET_ADDRSTRLEN];
+
+    if (ep->dead) {
+        return;
+    }
+    ep->dead = true;
+    inet_ntop(AF_INET, &ep->remote.ipv4, addr, sizeof(addr));
+    opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true,
+                   opal_process_info.nodename, module->ifname,
+                   (NULL != ep->proc && NULL != ep->proc->proc_hostname)
+                       ? ep->proc->proc_hostname : "unknown",
+                   addr, mca_btl_usnic_component.params.peer_timeout, why);
+    if (NULL != module->error_cb) {
+        module->error_cb(&module->super, MCA_BTL_ERROR_FLAGS_FATAL, ep->proc,
+                         (char *) "usnic: peer unreachable");
+    }
+}

@@ -1,0 +1,77 @@
+/*
+ * Per-peer state: one endpoint per (local module, peer process) pair.
+ */
+#ifndef BTL_USNIC_ENDPOINT_H
+#define BTL_USNIC_ENDPOINT_H
+
+#include "btl_usnic.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_reasm.h"
+#include "btl_usnic_rel.h"
+
+BEGIN_C_DECLS
+
+struct mca_btl_base_endpoint_t {
+    opal_list_item_t super;       /* on module->endpoints */
+    opal_list_item_t sendq_item;  /* on module->sendq_eps while sendq is not empty */
+    opal_list_item_t ack_item;    /* on module->ack_eps while an ACK may be owed */
+    bool on_sendq_list;
+    bool on_ack_list;
+
+    usnic_module_t *module;
+    opal_proc_t *proc;
+    struct usnic_modex_rec remote;              /* the peer module's record */
+    fi_addr_t addr[USNIC_NUM_CHANNELS];         /* the peer's channels in our AV */
+
+    struct usnic_rel rel;         /* windows, ACK state (btl_usnic_rel.h) */
+    struct usnic_reasm_table reasm; /* fragments being reassembled from this peer */
+    struct usnic_reasm_alloc reasm_alloc; /* its buffers: module->big_bufs */
+
+    opal_list_t sendq;            /* fragments not yet fully handed to the wire, in order */
+    uint32_t next_msg_id;         /* msg_id of our next chunked fragment */
+
+    uint64_t last_progress_us;    /* last time the peer acknowledged something new, or
+                                     our window went from empty to busy */
+    bool dead;                    /* reported failed; nothing more is sent */
+};
+typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
+OBJ_CLASS_DECLARATION(mca_btl_base_endpoint_t);
+
+/* Create (or return the existing) endpoint to the peer module described by rec. */
+mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc_t *proc,
+                                               const struct usnic_modex_rec *rec);
+void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep);
+
+/* Look up the endpoint of a sending module; creates it when the peer is in our job
+ * but the PML has not added it yet.  NULL if unknown. */
+mca_btl_base_endpoint_t *usnic_endpoint_for_sender(usnic_module_t *module, uint32_t module_id);
+
+/* Hotel eviction: a segment's retransmit timer expired. */
+void usnic_endpoint_timer_expired(opal_hotel_t *hotel, int room, void *occupant);
+
+/* Declare the peer failed: report once, through the PML's error callback. */
+void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why);
+
+static inline void usnic_endpoint_sendq_arm(mca_btl_base_endpoint_t *ep)
+{
+    if (!ep->on_sendq_list) {
+        ep->on_sendq_list = true;
+        opal_list_append(&ep->module->sendq_eps, &ep->sendq_item);
+    }
+}
+
+static inline mca_btl_base_endpoint_t *usnic_ep_of_sendq_item(opal_list_item_t *item)
+{
+    return (mca_btl_base_endpoint_t *) ((char *) item
+                                        - offsetof(mca_btl_base_endpoint_t, sendq_item));
+}
+
+static inline mca_btl_base_endpoint_t *usnic_ep_of_ack_item(opal_list_item_t *item)
+{
+    return (mca_btl_base_endpoint_t *) ((char *) item
+                                        - offsetof(mca_btl_base_endpoint_t, ack_item));
+}
+
+END_C_DECLS
+
+#endif /* BTL_USNIC_ENDPOINT_H */

@@ -1,0 +1,216 @@
+/* Free lists of segments and fragments (types and lifetime rules in btl_usnic_frag.h). */
+#include "btl_usnic_frag.h"
+#include "btl_usnic_endpoint.h"
+
+static void seg_construct(usnic_seg_t *seg)
+{
+    seg->refs = 0;
+    seg->frag = NULL;
+    seg->ep = NULL;
+    seg->zc_ptr = NULL;
+    seg->zc_len = 0;
+    seg->hotel_room = -1;
+    seg->rel.state = 0;
+}
+OBJ_CLASS_INSTANCE(usnic_seg_t, opal_free_list_item_t, seg_construct, NULL);
+
+static void frag_construct(usnic_frag_t *frag)
+{
+    frag->base.des_segments = frag->segs;
+    frag->seg = NULL;
+    frag->big_buf = NULL;
+}
+OBJ_CLASS_INSTANCE(usnic_frag_t, mca_btl_base_descriptor_t, frag_construct, NULL);
+
+static int seg_item_init(opal_free_list_item_t *item, void *ctx)
+{
+    usnic_seg_list_ctx_t *c = ctx;
+    usnic_seg_t *seg = (usnic_seg_t *) item;
+
+    seg->module = c->module;
+    seg->kind = c->kind;
+    seg->chan = c->chan;
+    seg->buf = (uint8_t *) item->ptr + c->module->chan[c->chan].prefix;
+    return OPAL_SUCCESS;
+}
+
+static int frag_item_init(opal_free_list_item_t *item, void *ctx)
+{
+    usnic_frag_t *frag = (usnic_frag_t *) item;
+    frag->module = ctx;
+    return OPAL_SUCCESS;
+}
+
+static int seg_list_init(usnic_module_t *module, opal_free_list_t *fl, int slot,
+                         enum usnic_seg_kind kind, enum usnic_channel_id chan, size_t bytes,
+                         int num, int max)
+{
+    usnic_seg_list_ctx_t *c = &module->seg_list_ctx[slot];
+
+    c->module = module;
+    c->kind = kind;
+    c->chan = chan;
+    OBJ_CONSTRUCT(fl, opal_free_list_t);
+    return opal_free_list_init(fl, sizeof(usnic_seg_t), opal_cache_line_size,
+                               OBJ_CLASS(usnic_seg_t), module->chan[chan].prefix + bytes,
+                               opal_cache_line_size, num, max, num, NULL, 0, NULL, seg_item_init,
+                               c);
+}
+
+int usnic_frag_lists_init(usnic_module_t *module)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    int rc;
+
+    rc = seg_list_init(module, &module->send_segs, 0, USNIC_SEG_SEND, USNIC_CHAN_DATA,
+                       module->chan[USNIC_CHAN_DATA].mtu, 256, p->seg_num);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    rc = seg_list_init(module, &module->ack_segs, 1, USNIC_SEG_ACK, USNIC_CHAN_PRIO,
+                       sizeof(struct usnic_pkt_hdr), 64, -1);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        usnic_channel_t *chan = &module->chan[c];
+        rc = seg_list_init(module, &chan->rx_segs, 2 + c, USNIC_SEG_RECV, c, chan->mtu, chan->rx_depth,
+                           chan->rx_depth + 1);
+        if (OPAL_SUCCESS != rc) {
+            return rc;
+        }
+    }
+
+    OBJ_CONSTRUCT(&module->frags, opal_free_list_t);
+    rc = opal_free_list_init(&module->frags, sizeof(usnic_frag_t), opal_cache_line_size,
+                             OBJ_CLASS(usnic_frag_t), 0, 0, 256, p->seg_num, 256, NULL, 0, NULL,
+                             frag_item_init, module);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    OBJ_CONSTRUCT(&module->big_bufs, opal_free_list_t);
+    return opal_free_list_init(&module->big_bufs, sizeof(opal_free_list_item_t),
+                               opal_cache_line_size, OBJ_CLASS(opal_free_list_item_t),
+                               module->max_msg_len, opal_cache_line_size, 8, 1024, 8, NULL, 0,
+                               NULL, NULL, NULL);
+}
+
+void usnic_frag_lists_fini(usnic_module_t *module)
+{
+    OBJ_DESTRUCT(&module->big_bufs);
+    OBJ_DESTRUCT(&module->frags);
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        OBJ_DESTRUCT(&module->chan[c].rx_segs);
+    }
+    OBJ_DESTRUCT(&module->ack_segs);
+    OBJ_DESTRUCT(&module->send_segs);
+}
+
+usnic_seg_t *usnic_seg_alloc(usnic_module_t *module, enum usnic_seg_kind kind)
+{
+    opal_free_list_t *fl = (USNIC_SEG_ACK == kind) ? &module->ack_segs : &module->send_segs;
+    usnic_seg_t *seg = (usnic_seg_t *) opal_free_list_get(fl);
+
+    if (OPAL_LIKELY(NULL != seg)) {
+        seg->refs = 0;
+        seg->frag = NULL;
+        seg->zc_ptr = NULL;
+        seg->zc_len = 0;
+        seg->rel.state = 0;
+        seg->chan = (USNIC_SEG_ACK == kind) ? USNIC_CHAN_PRIO : USNIC_CHAN_DATA;
+    }
+    return seg;
+}
+
+void usnic_seg_put(usnic_seg_t *seg)
+{
+    if (--seg->refs > 0) {
+        return;
+    }
+    switch (seg->kind) {
+    case USNIC_SEG_ACK:
+        opal_free_list_return(&seg->module->ack_segs, &seg->super);
+        break;
+    case USNIC_SEG_SEND:
+        opal_free_list_return(&seg->module->send_segs, &seg->super);
+        break;
+    case USNIC_SEG_RECV:
+        break; /* receive buffers are reposted, never put */
+    }
+}
+
+static usnic_frag_t *frag_get(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep,
+                              enum usnic_frag_kind kind, uint32_t flags)
+{
+    usnic_frag_t *frag = (usnic_frag_t *) opal_free_list_get(&module->frags);
+
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return NULL;
+    }
+    frag->kind = kind;
+    frag->ep = ep;
+    frag->seg = NULL;
+    frag->big_buf = NULL;
+    frag->data = NULL;
+    frag->data_len = 0;
+    frag->hdr_len = 0;
+    frag->total_len = 0;
+    frag->next_off = 0;
+    frag->chunks_unacked = 0;
+    frag->queued = false;
+    frag->sent = false;
+    frag->pml_done = false;
+    frag->base.des_segments = frag->segs;
+    frag->base.des_segment_count = 1;
+    frag->base.des_flags = flags;
+    frag->base.des_cbfunc = NULL;
+    frag->base.des_cbdata = NULL;
+    frag->base.des_context = NULL;
+    frag->base.order = MCA_BTL_NO_ORDER;
+    return frag;
+}
+
+usnic_frag_t *usnic_frag_alloc_small(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep,
+                                     size_t len, uint32_t flags)
+{
+    usnic_frag_t *frag = frag_get(module, ep, USNIC_FRAG_SMALL, flags);
+    usnic_seg_t *seg;
+
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return NULL;
+    }
+    seg = usnic_seg_alloc(module, USNIC_SEG_SEND);
+    if (OPAL_UNLIKELY(NULL == seg)) {
+        opal_free_list_return(&module->frags, &frag->base.super);
+        return NULL;
+    }
+    seg->refs = 1; /* the fragment's hold */
+    seg->frag = frag;
+    seg->ep = ep;
+    frag->seg = seg;
+    frag->segs[0].seg_addr.pval = seg->buf + USNIC_HDR_LEN_FRAG;
+    frag->segs[0].seg_len = len;
+    return frag;
+}
+
+usnic_frag_t *usnic_frag_alloc_large(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep,
+                                     uint32_t flags)
+{
+    return frag_get(module, ep, USNIC_FRAG_LARGE, flags);
+}
+
+void usnic_frag_release(usnic_frag_t *frag)
+{
+    usnic_module_t *module = frag->module;
+
+    if (NULL != frag->seg) {
+        frag->seg->frag = NULL;
+        usnic_seg_put(frag->seg);
+        frag->seg = NULL;
+    }
+    if (NULL != frag->big_buf) {
+        opal_free_list_return(&module->big_bufs, frag->big_buf);
+        frag->big_buf = NULL;
+    }
+    opal_free_list_return(&module->frags, &frag->base.super);
+}

@@ -1,0 +1,133 @@
+/*
+ * Segments and fragments.
+ *
+ * Nomenclature
+ *   fragment  what the PML asks us to send or PUT, any size (usnic_frag_t,
+ *             the descriptor the PML sees).
+ *   segment   one datagram's worth: a buffer with our headers (usnic_seg_t).
+ *   chunk     a segment carrying a piece of a fragment too large for one
+ *             datagram.
+ *
+ * A SMALL fragment fits one datagram: it owns one segment from the start and
+ * the PML writes its header and data straight into that segment's buffer.
+ * A LARGE fragment (or a PUT) is cut into chunks as the window allows; each
+ * chunk is a fresh segment whose header lives in its buffer and whose data
+ * is sent from the fragment's memory (user buffer or pack buffer) through
+ * the provider's iov, without a copy when the iov limit allows.
+ *
+ * Segment lifetime: a segment is returned to its free list when its
+ * reference count drops to zero.  References: one while it holds a send
+ * window slot (until ACKed), one per post to the provider whose completion
+ * has not been seen, and one held by a SMALL fragment that embeds it.
+ */
+#ifndef BTL_USNIC_FRAG_H
+#define BTL_USNIC_FRAG_H
+
+#include "btl_usnic.h"
+#include "btl_usnic_rel.h"
+
+#include <rdma/fi_endpoint.h>
+
+#include "opal/datatype/opal_convertor.h"
+
+BEGIN_C_DECLS
+
+enum usnic_seg_kind {
+    USNIC_SEG_SEND, /* data segment from module->send_segs */
+    USNIC_SEG_ACK,  /* explicit ACK from module->ack_segs */
+    USNIC_SEG_RECV  /* receive buffer from a channel's rx_segs */
+};
+
+typedef struct usnic_seg {
+    opal_free_list_item_t super; /* super.ptr: prefix + MTU bytes of buffer */
+    struct fi_context fictx;     /* operation context handed to libfabric */
+    struct usnic_rel_seg rel;    /* reliability state (seq, timer, resend) */
+    enum usnic_seg_kind kind;
+    enum usnic_channel_id chan;  /* channel it is sent on / was received on */
+    int refs;                    /* see the lifetime rules above */
+    int hotel_room;              /* valid while rel.state has USNIC_REL_SEG_TIMER */
+    struct usnic_module *module;
+    struct mca_btl_base_endpoint_t *ep;
+    struct usnic_frag *frag;     /* parent fragment, if any */
+    uint8_t *buf;                /* super.ptr + prefix: where our header starts */
+    uint32_t hdr_len;            /* bytes of buf to send (headers + inline payload) */
+    uint32_t payload_len;        /* payload bytes (inline + zero-copy) */
+    const void *zc_ptr;          /* zero-copy payload after buf, or NULL */
+    uint32_t zc_len;
+} usnic_seg_t;
+OBJ_CLASS_DECLARATION(usnic_seg_t);
+
+enum usnic_frag_kind {
+    USNIC_FRAG_SMALL, /* one FRAG datagram */
+    USNIC_FRAG_LARGE, /* CHUNK datagrams */
+    USNIC_FRAG_PUT    /* PUT datagrams (internal; the PML never sees it) */
+};
+
+/* Room for the PML header of a LARGE fragment (ob1's largest is < 100 bytes). */
+#define USNIC_PML_HDR_MAX 128
+
+typedef struct usnic_frag {
+    mca_btl_base_descriptor_t base;
+    mca_btl_base_segment_t segs[2]; /* [0] PML header (+data), [1] data when separate */
+    enum usnic_frag_kind kind;
+    struct usnic_module *module;
+    struct mca_btl_base_endpoint_t *ep;
+    uint8_t tag;
+
+    /* SMALL: the one segment; segs[0] points into its buffer */
+    usnic_seg_t *seg;
+
+    /* LARGE and PUT: what is being chunked */
+    uint64_t total_len;     /* fragment bytes: PML header + data */
+    uint64_t next_off;      /* next byte to put in a chunk; invariant: <= total_len */
+    uint32_t chunks_unacked; /* chunks sent and not yet acknowledged */
+    uint32_t msg_id;
+    uint32_t hdr_len;       /* LARGE: bytes of PML header in hdr_buf */
+    uint8_t hdr_buf[USNIC_PML_HDR_MAX];
+    const uint8_t *data;    /* user memory (zero copy) or pack buffer */
+    uint64_t data_len;
+    opal_free_list_item_t *big_buf; /* pack buffer, if data was packed */
+
+    /* PUT */
+    uint64_t put_key;
+    uint64_t put_offset;
+    mca_btl_base_rdma_completion_fn_t put_cb;
+    void *put_cbcontext;
+    void *put_cbdata;
+    void *put_local;
+    struct mca_btl_base_registration_handle_t *put_local_handle;
+
+    bool queued;          /* on the endpoint's send queue */
+    bool sent;            /* every byte handed to the wire at least once */
+    bool pml_done;        /* completion reported to the PML */
+} usnic_frag_t;
+OBJ_CLASS_DECLARATION(usnic_frag_t);
+
+/* What a registration handle carries (opaque to the PML, copied over the wire). */
+struct mca_btl_base_registration_handle_t {
+    uint64_t key;  /* usnic_reg key */
+    uint64_t base; /* registered address */
+    uint64_t len;  /* registered length */
+};
+
+int usnic_frag_lists_init(struct usnic_module *module);
+void usnic_frag_lists_fini(struct usnic_module *module);
+
+usnic_seg_t *usnic_seg_alloc(struct usnic_module *module, enum usnic_seg_kind kind);
+void usnic_seg_put(usnic_seg_t *seg);
+
+usnic_frag_t *usnic_frag_alloc_small(struct usnic_module *module,
+                                     struct mca_btl_base_endpoint_t *ep, size_t len,
+                                     uint32_t flags);
+usnic_frag_t *usnic_frag_alloc_large(struct usnic_module *module,
+                                     struct mca_btl_base_endpoint_t *ep, uint32_t flags);
+void usnic_frag_release(usnic_frag_t *frag);
+
+static inline void usnic_seg_get(usnic_seg_t *seg)
+{
+    seg->refs++;
+}
+
+END_C_DECLS
+
+#endif /* BTL_USNIC_FRAG_H */

@@ -1,0 +1,171 @@
+/*
+ * The usnic wire format: every byte this component puts on the network is
+ * described in this file, and nowhere else.
+ *
+ * All multi-byte fields are little-endian on the wire (the component only
+ * pairs peers of the same byte order: x86_64 and aarch64 hosts all are).
+ * Every struct has fixed-width fields, explicit padding and a size check.
+ *
+ * Every datagram starts with the common header:
+ *
+ *    0       1       2       3       4       5       6       7
+ *   +-------+-------+-------+-------+-------+-------+-------+-------+
+ *   |version| type  | flags |  tag  |          src_module           |
+ *   +-------+-------+-------+-------+-------+-------+-------+-------+
+ *   |                          job_key                              |
+ *   +-------+-------+-------+-------+-------+-------+-------+-------+
+ *   |              seq              |            ack_seq            |
+ *   +-------+-------+-------+-------+-------+-------+-------+-------+
+ *   |          payload_len          |           reserved            |
+ *   +-------+-------+-------+-------+-------+-------+-------+-------+
+ *
+ * followed, by packet type, by:
+ *
+ *   ACK    nothing (payload_len == 0).  Carries only ack_seq.
+ *   FRAG   payload: one whole PML fragment (PML header + data).
+ *   CHUNK  chunk header, then payload: bytes [offset, offset+payload_len)
+ *          of PML fragment msg_id, which is msg_len bytes long in total.
+ *   PUT    chunk header, put header, then payload: bytes [offset,
+ *          offset+payload_len) of an emulated RDMA write of msg_len bytes
+ *          that lands at (registration reg_key) + reg_offset + offset.
+ *
+ *   chunk header                         put header
+ *   +---------------+---------------+    +-------------------------------+
+ *   |    msg_id     |   reserved    |    |            reg_key            |
+ *   +---------------+---------------+    +-------------------------------+
+ *   |            msg_len            |    |           reg_offset          |
+ *   +-------------------------------+    +-------------------------------+
+ *   |            offset             |
+ *   +-------------------------------+
+ *
+ * seq is meaningful for FRAG, CHUNK and PUT (they occupy the sender's send
+ * window); ack_seq is meaningful when flags has USNIC_PKT_FLAG_ACK: it
+ * acknowledges every sequence number up to and including ack_seq.
+ *
+ * Receivers validate every field before touching anything (see
+ * usnic_pkt_parse()); what fails is dropped and counted by reason.
+ */
+#ifndef BTL_USNIC_PROTO_H
+#define BTL_USNIC_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "btl_usnic_seq.h"
+
+/* Bump on any change to this file's structs or their meaning. */
+#define USNIC_PROTO_VERSION 1
+
+/* Packet types, from one list: name, value, description. */
+#define USNIC_PKT_TYPES(X)                                                                         \
+    X(ACK, 1, "cumulative acknowledgement")                                                        \
+    X(FRAG, 2, "whole PML fragment")                                                               \
+    X(CHUNK, 3, "piece of a PML fragment")                                                         \
+    X(PUT, 4, "piece of an emulated RDMA write")
+
+enum usnic_pkt_type {
+#define USNIC_PKT_TYPE_ENUM(name, value, desc) USNIC_PKT_##name = value,
+    USNIC_PKT_TYPES(USNIC_PKT_TYPE_ENUM)
+#undef USNIC_PKT_TYPE_ENUM
+};
+
+/* ack_seq is valid */
+#define USNIC_PKT_FLAG_ACK 0x01u
+/* the sender asks for an immediate ACK (e.g. it is blocked on a full window) */
+#define USNIC_PKT_FLAG_ACK_REQ 0x02u
+#define USNIC_PKT_FLAGS_KNOWN (USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ)
+
+struct usnic_pkt_hdr {
+    uint8_t version;      /* USNIC_PROTO_VERSION */
+    uint8_t type;         /* enum usnic_pkt_type */
+    uint8_t flags;        /* USNIC_PKT_FLAG_* */
+    uint8_t tag;          /* PML active-message tag (FRAG, CHUNK) */
+    uint32_t src_module;  /* sender's module id, unique in the job */
+    uint64_t job_key;     /* per-job key from the modex */
+    uint32_t seq;         /* sequence number of this packet (not ACK) */
+    uint32_t ack_seq;     /* cumulative ACK when flags & USNIC_PKT_FLAG_ACK */
+    uint32_t payload_len; /* bytes after all headers */
+    uint32_t reserved;    /* zero */
+};
+_Static_assert(sizeof(struct usnic_pkt_hdr) == 32, "usnic_pkt_hdr is 32 bytes on the wire");
+_Static_assert(offsetof(struct usnic_pkt_hdr, job_key) == 8, "job_key at offset 8");
+_Static_assert(offsetof(struct usnic_pkt_hdr, seq) == 16, "seq at offset 16");
+_Static_assert(offsetof(struct usnic_pkt_hdr, payload_len) == 24, "payload_len at offset 24");
+
+struct usnic_chunk_hdr {
+    uint32_t msg_id;   /* per (sender, receiver) fragment id */
+    uint32_t reserved; /* zero */
+    uint64_t msg_len;  /* total bytes of the fragment or PUT */
+    uint64_t offset;   /* where this chunk's payload starts within it */
+};
+_Static_assert(sizeof(struct usnic_chunk_hdr) == 24, "usnic_chunk_hdr is 24 bytes on the wire");
+
+struct usnic_put_hdr {
+    uint64_t reg_key;    /* target's registration key (usnic_reg) */
+    uint64_t reg_offset; /* byte offset of the PUT within that registration */
+};
+_Static_assert(sizeof(struct usnic_put_hdr) == 16, "usnic_put_hdr is 16 bytes on the wire");
+
+/* Header bytes before the payload, by type. */
+#define USNIC_HDR_LEN_ACK (sizeof(struct usnic_pkt_hdr))
+#define USNIC_HDR_LEN_FRAG (sizeof(struct usnic_pkt_hdr))
+#define USNIC_HDR_LEN_CHUNK (sizeof(struct usnic_pkt_hdr) + sizeof(struct usnic_chunk_hdr))
+#define USNIC_HDR_LEN_PUT                                                                          \
+    (sizeof(struct usnic_pkt_hdr) + sizeof(struct usnic_chunk_hdr) + sizeof(struct usnic_put_hdr))
+#define USNIC_HDR_LEN_MAX USNIC_HDR_LEN_PUT
+
+/* Why a received packet was dropped: name, description.  Counted per module. */
+#define USNIC_DROP_REASONS(X)                                                                      \
+    X(SHORT, "shorter than the common header")                                                     \
+    X(VERSION, "unknown protocol version")                                                         \
+    X(TYPE, "unknown packet type or flags")                                                        \
+    X(JOB_KEY, "job key of another job")                                                           \
+    X(LENGTH, "payload length disagrees with datagram length")                                     \
+    X(SENDER, "unknown sender module")                                                             \
+    X(CHUNK_RANGE, "chunk offset or length out of bounds")                                         \
+    X(PUT_RANGE, "PUT outside any registration")                                                   \
+    X(ACK_RANGE, "ACK for a sequence number never sent")                                           \
+    X(DUPLICATE, "duplicate sequence number")                                                      \
+    X(WINDOW, "sequence number beyond the receive window")                                         \
+    X(REASSEMBLY, "reassembly resources exhausted")                                                \
+    X(INJECTED, "dropped by fault injection")
+
+enum usnic_drop_reason {
+    USNIC_PKT_OK = 0,
+#define USNIC_DROP_ENUM(name, desc) USNIC_DROP_##name,
+    USNIC_DROP_REASONS(USNIC_DROP_ENUM)
+#undef USNIC_DROP_ENUM
+        USNIC_DROP__COUNT
+};
+
+/* A validated packet: pointers into the receive buffer. */
+struct usnic_pkt_view {
+    const struct usnic_pkt_hdr *hdr;
+    const struct usnic_chunk_hdr *chunk; /* CHUNK and PUT, else NULL */
+    const struct usnic_put_hdr *put;     /* PUT, else NULL */
+    const uint8_t *payload;
+    uint32_t payload_len;
+};
+
+/*
+ * Check everything about a datagram that can be checked without knowing the
+ * sender: length, version, type, flags, job key, header/payload lengths,
+ * chunk bounds (offset + payload within msg_len; for CHUNK msg_len <= max_msg_len,
+ * a PUT's msg_len is checked against its registration by the caller).
+ * Returns USNIC_PKT_OK and fills *view, or the drop reason.
+ */
+enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job_key,
+                                       uint64_t max_msg_len, struct usnic_pkt_view *view);
+
+/* Printable names for logs and stats. */
+const char *usnic_pkt_type_name(unsigned type);
+const char *usnic_drop_reason_name(enum usnic_drop_reason reason);
+const char *usnic_drop_reason_desc(enum usnic_drop_reason reason);
+
+/*
+ * Decode every header field of a datagram by name into out (always
+ * NUL-terminated).  Safe on any input.  Returns the length written.
+ */
+size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen);
+
+#endif /* BTL_USNIC_PROTO_H */

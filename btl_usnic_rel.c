@@ -1,0 +1,208 @@
+/*
+ * The reliability core (rules in btl_usnic_rel.h).  No I/O, no clocks of its
+ * own, no Open MPI: everything outside goes through rel->ops.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "btl_usnic_rel.h"
+
+static uint32_t round_up_pow2(uint32_t v)
+{
+    uint32_t p = 1;
+    while (p < v && p < (1u << 30)) {
+        p <<= 1;
+    }
+    return p;
+}
+
+int usnic_rel_init(struct usnic_rel *rel, const struct usnic_rel_ops *ops, void *ctx,
+                   uint32_t tx_win, uint32_t rx_win, usnic_seq_t tx_isn, usnic_seq_t rx_isn,
+                   uint32_t fast_retrans_dups)
+{
+    memset(rel, 0, sizeof(*rel));
+    rel->ops = ops;
+    rel->ctx = ctx;
+
+    rel->tx.win_size = round_up_pow2(tx_win ? tx_win : 1);
+    rel->tx.win = calloc(rel->tx.win_size, sizeof(*rel->tx.win));
+    rel->tx.next = tx_isn;
+    rel->tx.acked = tx_isn - 1u;
+    rel->tx.fast_retrans_dups = fast_retrans_dups;
+
+    rel->rx.win_size = round_up_pow2(rx_win ? rx_win : 1);
+    rel->rx.seen = calloc(rel->rx.win_size, 1);
+    rel->rx.expected = rx_isn;
+    rel->ack_every = rel->tx.win_size / 4 ? rel->tx.win_size / 4 : 1;
+
+    if (NULL == rel->tx.win || NULL == rel->rx.seen) {
+        usnic_rel_fini(rel);
+        return -1;
+    }
+    return 0;
+}
+
+void usnic_rel_fini(struct usnic_rel *rel)
+{
+    free(rel->tx.win);
+    free(rel->rx.seen);
+    rel->tx.win = NULL;
+    rel->rx.seen = NULL;
+}
+
+static inline struct usnic_rel_seg **tx_slot(struct usnic_rel *rel, usnic_seq_t seq)
+{
+    return &rel->tx.win[seq & (rel->tx.win_size - 1u)];
+}
+
+usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    usnic_seq_t seq = rel->tx.next++;
+
+    seg->seq = seq;
+    seg->state = USNIC_REL_SEG_IN_WINDOW;
+    seg->sends = 0;
+    *tx_slot(rel, seq) = seg;
+    return seq;
+}
+
+void usnic_rel_tx_sent(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    seg->sends++;
+    seg->state &= ~USNIC_REL_SEG_RESEND;
+    if (!(seg->state & USNIC_REL_SEG_TIMER)) {
+        seg->state |= USNIC_REL_SEG_TIMER;
+        rel->ops->timer_arm(rel, seg);
+    }
+}
+
+static void queue_resend(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    if (seg->state & USNIC_REL_SEG_TIMER) {
+        seg->state &= ~USNIC_REL_SEG_TIMER;
+        rel->ops->timer_cancel(rel, seg);
+    }
+    seg->state |= USNIC_REL_SEG_RESEND;
+    rel->ops->resend(rel, seg);
+}
+
+static void release(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    if (seg->state & USNIC_REL_SEG_TIMER) {
+        rel->ops->timer_cancel(rel, seg);
+    }
+    if (seg->state & USNIC_REL_SEG_RESEND) {
+        rel->ops->resend_cancel(rel, seg);
+    }
+    seg->state = 0;
+    rel->ops->acked(rel, seg);
+}
+
+int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack)
+{
+    int released = 0;
+
+    if (usnic_seq_ge(ack, rel->tx.next)) {
+        rel->stats.bad_acks++;
+        return -1;
+    }
+    if (usnic_seq_le(ack, rel->tx.acked)) {
+        /* Old or repeated.  Only a repeat of the current edge, sent as an
+         * explicit ACK while data is outstanding, says "I am missing
+         * acked+1". */
+        if (explicit_ack && ack == rel->tx.acked && usnic_rel_tx_inflight(rel) > 0) {
+            rel->stats.dup_acks++;
+            if (++rel->tx.dup_acks == rel->tx.fast_retrans_dups) {
+                struct usnic_rel_seg *seg = *tx_slot(rel, rel->tx.acked + 1u);
+                if (NULL != seg && !(seg->state & USNIC_REL_SEG_RESEND)) {
+                    rel->stats.retrans_fast++;
+                    queue_resend(rel, seg);
+                }
+            }
+        }
+        return 0;
+    }
+
+    while (usnic_seq_lt(rel->tx.acked, ack)) {
+        struct usnic_rel_seg **slot;
+        rel->tx.acked++;
+        slot = tx_slot(rel, rel->tx.acked);
+        if (NULL != *slot) {
+            struct usnic_rel_seg *seg = *slot;
+            *slot = NULL;
+            release(rel, seg);
+            released++;
+        }
+    }
+    rel->tx.dup_acks = 0;
+    return released;
+}
+
+void usnic_rel_tx_send_failed(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    if (!(seg->state & USNIC_REL_SEG_RESEND)) {
+        queue_resend(rel, seg);
+    }
+}
+
+void usnic_rel_tx_timeout(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    if (!(seg->state & USNIC_REL_SEG_IN_WINDOW)) {
+        return;
+    }
+    seg->state &= ~USNIC_REL_SEG_TIMER;
+    if (seg->state & USNIC_REL_SEG_RESEND) {
+        return;
+    }
+    rel->stats.retrans_timeout++;
+    seg->state |= USNIC_REL_SEG_RESEND;
+    rel->ops->resend(rel, seg);
+}
+
+struct usnic_rel_seg *usnic_rel_tx_oldest(const struct usnic_rel *rel)
+{
+    if (0 == usnic_rel_tx_inflight(rel)) {
+        return NULL;
+    }
+    return rel->tx.win[(rel->tx.acked + 1u) & (rel->tx.win_size - 1u)];
+}
+
+enum usnic_rx_verdict usnic_rel_rx_check(const struct usnic_rel *rel, usnic_seq_t seq)
+{
+    int32_t delta = usnic_seq_diff(seq, rel->rx.expected);
+
+    if (delta < 0) {
+        return USNIC_RX_DUP;
+    }
+    if ((uint32_t) delta >= rel->rx.win_size) {
+        return USNIC_RX_BEYOND;
+    }
+    if (rel->rx.seen[seq & (rel->rx.win_size - 1u)]) {
+        return USNIC_RX_DUP;
+    }
+    return USNIC_RX_NEW;
+}
+
+void usnic_rel_rx_commit(struct usnic_rel *rel, usnic_seq_t seq, uint64_t now)
+{
+    uint32_t mask = rel->rx.win_size - 1u;
+
+    rel->rx.seen[seq & mask] = 1;
+    /* Slide past the in-order prefix; slots behind expected are cleared so
+     * they can describe expected+win_size.. later. */
+    while (rel->rx.seen[rel->rx.expected & mask]) {
+        rel->rx.seen[rel->rx.expected & mask] = 0;
+        rel->rx.expected++;
+    }
+    rel->rx.unacked++;
+    if (!rel->rx.ack_owed) {
+        rel->rx.ack_owed = true;
+        rel->rx.ack_owed_since = now;
+    }
+}
+
+void usnic_rel_rx_duplicate(struct usnic_rel *rel)
+{
+    rel->stats.rx_dup++;
+    rel->rx.ack_now = true;
+}

@@ -1,0 +1,378 @@
+/*
+ * The send engine.
+ *
+ * Fragments wait on their endpoint's send queue, in order.  The progress
+ * engine (and btl_send, when the queue is empty) hands them to the wire as
+ * the endpoint's send window and the channel's send credits allow:
+ *   SMALL fragments as one FRAG datagram, on the priority channel when they
+ *   are at most btl_usnic_priority_limit bytes;
+ *   LARGE fragments and PUTs as a run of CHUNK/PUT datagrams on the data
+ *   channel, each a fresh segment whose payload is sent from the
+ *   fragment's memory through the provider's iov.
+ * Retransmissions always go on the data channel, before new data, at most
+ * btl_usnic_max_resends_per_iteration per call.
+ */
+#include <string.h>
+
+#include "btl_usnic.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_util.h"
+
+static inline void fill_common(usnic_module_t *module, struct usnic_pkt_hdr *hdr, uint8_t type,
+                               uint8_t tag, uint32_t payload_len)
+{
+    hdr->version = USNIC_PROTO_VERSION;
+    hdr->type = type;
+    hdr->flags = 0;
+    hdr->tag = tag;
+    hdr->src_module = module->module_id;
+    hdr->job_key = mca_btl_usnic_component.job_key;
+    hdr->seq = 0;
+    hdr->ack_seq = 0;
+    hdr->payload_len = payload_len;
+    hdr->reserved = 0;
+}
+
+/* Put our cumulative ACK for this peer in the header; true if one was owed. */
+static inline bool fill_ack(mca_btl_base_endpoint_t *ep, struct usnic_pkt_hdr *hdr)
+{
+    bool owed = ep->rel.rx.ack_owed || ep->rel.rx.ack_now;
+
+    hdr->flags |= USNIC_PKT_FLAG_ACK;
+    hdr->ack_seq = usnic_rel_rx_ack_value(&ep->rel);
+    usnic_rel_ack_sent(&ep->rel);
+    return owed;
+}
+
+/* Hand one datagram to the provider.  OPAL_ERR_RESOURCE_BUSY: try later. */
+static int post(usnic_module_t *module, usnic_seg_t *seg, enum usnic_channel_id cid,
+                fi_addr_t dest)
+{
+    usnic_channel_t *chan = &module->chan[cid];
+    struct iovec iov[2];
+    size_t n = 1;
+    ssize_t rc;
+
+    if (OPAL_UNLIKELY(chan->tx_credits <= 0)) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    iov[0].iov_base = seg->buf - chan->prefix;
+    iov[0].iov_len = chan->prefix + seg->hdr_len;
+    if (0 != seg->zc_len) {
+        iov[1].iov_base = (void *) seg->zc_ptr;
+        iov[1].iov_len = seg->zc_len;
+        n = 2;
+    }
+    rc = fi_sendv(chan->ep, iov, NULL, n, dest, &seg->fictx);
+    if (OPAL_UNLIKELY(0 != rc)) {
+        if (-FI_EAGAIN == rc) {
+            module->stats.tx_eagain++;
+            return OPAL_ERR_RESOURCE_BUSY;
+        }
+        USNIC_VERBOSE(5, "%s: fi_sendv: %s", module->ifname, fi_strerror((int) -rc));
+        return OPAL_ERROR;
+    }
+    chan->tx_credits--;
+    seg->refs++; /* until the send completion */
+    module->stats.tx_pkts++;
+    module->stats.tx_bytes += seg->payload_len;
+    return OPAL_SUCCESS;
+}
+
+/* First transmission of a data segment: sequence number, window slot, timer. */
+static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
+                         enum usnic_channel_id cid)
+{
+    struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) seg->buf;
+
+    if (0 == usnic_rel_tx_inflight(&ep->rel)) {
+        ep->last_progress_us = usnic_now_us();
+    }
+    hdr->seq = usnic_rel_tx_push(&ep->rel, &seg->rel);
+    seg->refs++; /* the window's reference, dropped when acked */
+    seg->ep = ep;
+    seg->chan = cid;
+    if (fill_ack(ep, hdr)) {
+        module->stats.piggy_acks++;
+    }
+    if (OPAL_LIKELY(OPAL_SUCCESS == post(module, seg, cid, ep->addr[cid]))) {
+        usnic_rel_tx_sent(&ep->rel, &seg->rel);
+    } else {
+        usnic_rel_tx_send_failed(&ep->rel, &seg->rel);
+    }
+}
+
+static inline bool can_send(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
+                            enum usnic_channel_id cid)
+{
+    if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel))) {
+        module->stats.window_full++;
+        return false;
+    }
+    return module->chan[cid].tx_credits > 0;
+}
+
+static inline enum usnic_channel_id channel_for(usnic_module_t *module, uint32_t payload_len)
+{
+    return (payload_len <= module->max_frag_payload[USNIC_CHAN_PRIO]) ? USNIC_CHAN_PRIO
+                                                                      : USNIC_CHAN_DATA;
+}
+
+int usnic_send_small(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
+{
+    usnic_seg_t *seg = frag->seg;
+    uint32_t len = (uint32_t) frag->segs[0].seg_len;
+    enum usnic_channel_id cid = channel_for(module, len);
+
+    if (!can_send(module, ep, cid)) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    fill_common(module, (struct usnic_pkt_hdr *) seg->buf, USNIC_PKT_FRAG, frag->tag, len);
+    seg->hdr_len = (uint32_t) USNIC_HDR_LEN_FRAG + len;
+    seg->payload_len = len;
+    transmit_new(module, ep, seg, cid);
+    return OPAL_SUCCESS;
+}
+
+/* Bytes [off, off+n) of a LARGE/PUT fragment into a chunk segment. */
+static void chunk_payload(usnic_module_t *module, usnic_frag_t *frag, usnic_seg_t *seg,
+                          uint32_t hdr_len, uint64_t off, uint32_t n)
+{
+    uint8_t *dst = seg->buf + hdr_len;
+    uint32_t inl = 0;
+
+    if (off < frag->hdr_len) {
+        inl = frag->hdr_len - (uint32_t) off;
+        if (inl > n) {
+            inl = n;
+        }
+        memcpy(dst, frag->hdr_buf + off, inl);
+    }
+    seg->hdr_len = hdr_len + inl;
+    seg->zc_ptr = NULL;
+    seg->zc_len = 0;
+    if (n > inl) {
+        const uint8_t *src = frag->data + (off + inl - frag->hdr_len);
+        if (module->zero_copy) {
+            seg->zc_ptr = src;
+            seg->zc_len = n - inl;
+        } else {
+            memcpy(dst + inl, src, n - inl);
+            seg->hdr_len += n - inl;
+        }
+    }
+    seg->payload_len = n;
+}
+
+int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
+{
+    bool put = (USNIC_FRAG_PUT == frag->kind);
+    uint32_t hdr_len = (uint32_t) (put ? USNIC_HDR_LEN_PUT : USNIC_HDR_LEN_CHUNK);
+    uint32_t max = put ? module->max_put_payload : module->max_chunk_payload;
+
+    while (frag->next_off < frag->total_len) {
+        struct usnic_pkt_hdr *hdr;
+        struct usnic_chunk_hdr *ch;
+        usnic_seg_t *seg;
+        uint64_t left = frag->total_len - frag->next_off;
+        uint32_t n = (left < max) ? (uint32_t) left : max;
+
+        if (!can_send(module, ep, USNIC_CHAN_DATA)) {
+            return OPAL_ERR_RESOURCE_BUSY;
+        }
+        seg = usnic_seg_alloc(module, USNIC_SEG_SEND);
+        if (OPAL_UNLIKELY(NULL == seg)) {
+            return OPAL_ERR_RESOURCE_BUSY;
+        }
+        hdr = (struct usnic_pkt_hdr *) seg->buf;
+        fill_common(module, hdr, put ? USNIC_PKT_PUT : USNIC_PKT_CHUNK, frag->tag, n);
+        ch = (struct usnic_chunk_hdr *) (seg->buf + sizeof(*hdr));
+        ch->msg_id = frag->msg_id;
+        ch->reserved = 0;
+        ch->msg_len = frag->total_len;
+        ch->offset = frag->next_off;
+        if (put) {
+            struct usnic_put_hdr *ph = (struct usnic_put_hdr *) (ch + 1);
+            ph->reg_key = frag->put_key;
+            ph->reg_offset = frag->put_offset;
+        }
+        chunk_payload(module, frag, seg, hdr_len, frag->next_off, n);
+        seg->frag = frag;
+        frag->chunks_unacked++;
+        frag->next_off += n;
+        transmit_new(module, ep, seg, USNIC_CHAN_DATA);
+    }
+    frag->sent = true;
+    if (0 == frag->chunks_unacked) {
+        opal_list_append(&module->done_frags, &frag->base.super.super);
+    }
+    return OPAL_SUCCESS;
+}
+
+/* Try to hand the endpoint's queued fragments to the wire, in order. */
+static void endpoint_progress_sendq(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+{
+    opal_list_item_t *item;
+
+    while (NULL != (item = opal_list_get_first(&ep->sendq)) && item != opal_list_get_end(&ep->sendq)) {
+        usnic_frag_t *frag = (usnic_frag_t *) item;
+        int rc;
+
+        if (USNIC_FRAG_SMALL == frag->kind) {
+            rc = usnic_send_small(module, ep, frag);
+            if (OPAL_SUCCESS != rc) {
+                return;
+            }
+            opal_list_remove_first(&ep->sendq);
+            frag->queued = false;
+            frag->sent = true;
+            /* the data is in our segment: report completion now */
+            opal_list_append(&module->done_frags, &frag->base.super.super);
+        } else {
+            opal_list_remove_first(&ep->sendq);
+            frag->queued = false;
+            rc = usnic_send_chunks(module, ep, frag);
+            if (OPAL_SUCCESS != rc) {
+                /* not all chunks out yet: back to the head of the queue */
+                opal_list_prepend(&ep->sendq, &frag->base.super.super);
+                frag->queued = true;
+                return;
+            }
+        }
+    }
+}
+
+int usnic_progress_sends(usnic_module_t *module)
+{
+    opal_list_item_t *item, *next;
+
+    for (item = opal_list_get_first(&module->sendq_eps); item != opal_list_get_end(&module->sendq_eps);
+         item = next) {
+        mca_btl_base_endpoint_t *ep = usnic_ep_of_sendq_item(item);
+        next = opal_list_get_next(item);
+        if (!ep->dead) {
+            endpoint_progress_sendq(module, ep);
+        }
+        if (opal_list_is_empty(&ep->sendq) || ep->dead) {
+            opal_list_remove_item(&module->sendq_eps, item);
+            ep->on_sendq_list = false;
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+void usnic_endpoint_enqueue(mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
+{
+    frag->queued = true;
+    opal_list_append(&ep->sendq, &frag->base.super.super);
+    usnic_endpoint_sendq_arm(ep);
+}
+
+int usnic_progress_resends(usnic_module_t *module)
+{
+    int max = mca_btl_usnic_component.params.max_resends_per_iteration;
+    int sent = 0;
+
+    while (sent < max && !opal_list_is_empty(&module->resendq)) {
+        usnic_seg_t *seg = (usnic_seg_t *) opal_list_get_first(&module->resendq);
+        mca_btl_base_endpoint_t *ep = seg->ep;
+        struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) seg->buf;
+        int rc;
+
+        if (ep->dead) {
+            /* leave it in the window; it is never sent again */
+            opal_list_remove_first(&module->resendq);
+            seg->rel.state &= ~USNIC_REL_SEG_RESEND;
+            continue;
+        }
+        if (fill_ack(ep, hdr)) {
+            module->stats.piggy_acks++;
+        }
+        rc = post(module, seg, USNIC_CHAN_DATA, ep->addr[USNIC_CHAN_DATA]);
+        if (OPAL_SUCCESS != rc) {
+            break;
+        }
+        opal_list_remove_first(&module->resendq);
+        if (seg->rel.sends > 0) {
+            module->stats.retrans++;
+        }
+        usnic_rel_tx_sent(&ep->rel, &seg->rel);
+        sent++;
+    }
+    return sent;
+}
+
+/* Report completion of sent fragments to the PML, or of PUTs to their requester. */
+int usnic_progress_done_frags(usnic_module_t *module)
+{
+    opal_list_item_t *item;
+    int count = 0;
+
+    while (NULL != (item = opal_list_remove_first(&module->done_frags))) {
+        usnic_frag_t *frag = (usnic_frag_t *) item;
+        mca_btl_base_endpoint_t *ep = frag->ep;
+
+        count++;
+        frag->pml_done = true;
+        if (USNIC_FRAG_PUT == frag->kind) {
+            mca_btl_base_rdma_completion_fn_t cb = frag->put_cb;
+            void *local = frag->put_local, *ctx = frag->put_cbcontext, *data = frag->put_cbdata;
+            struct mca_btl_base_registration_handle_t *lh = frag->put_local_handle;
+            usnic_frag_release(frag);
+            cb(&module->super, ep, local, lh, ctx, data, OPAL_SUCCESS);
+            continue;
+        }
+        if (NULL != frag->base.des_cbfunc) {
+            frag->base.des_cbfunc(&module->super, ep, &frag->base, OPAL_SUCCESS);
+        }
+        if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
+            usnic_frag_release(frag);
+        }
+    }
+    return count;
+}
+
+int usnic_send_inline(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
+                      uint32_t payload_len)
+{
+    enum usnic_channel_id cid = channel_for(module, payload_len);
+
+    if (!can_send(module, ep, cid)) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    seg->hdr_len = (uint32_t) USNIC_HDR_LEN_FRAG + payload_len;
+    seg->payload_len = payload_len;
+    transmit_new(module, ep, seg, cid);
+    return OPAL_SUCCESS;
+}
+
+/* ---- explicit ACKs (btl_usnic_ack.c keeps the policy; this is the packet) ---- */
+
+int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+{
+    usnic_seg_t *seg;
+    struct usnic_pkt_hdr *hdr;
+
+    if (module->chan[USNIC_CHAN_PRIO].tx_credits <= 0) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    seg = usnic_seg_alloc(module, USNIC_SEG_ACK);
+    if (NULL == seg) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    hdr = (struct usnic_pkt_hdr *) seg->buf;
+    fill_common(module, hdr, USNIC_PKT_ACK, 0, 0);
+    (void) fill_ack(ep, hdr);
+    seg->hdr_len = (uint32_t) USNIC_HDR_LEN_ACK;
+    seg->payload_len = 0;
+    seg->refs = 0;
+    if (OPAL_SUCCESS != post(module, seg, USNIC_CHAN_PRIO, ep->addr[USNIC_CHAN_PRIO])) {
+        seg->refs = 1;
+        usnic_seg_put(seg);
+        ep->rel.rx.ack_now = true; /* try again */
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    module->stats.acks_tx++;
+    return OPAL_SUCCESS;
+}

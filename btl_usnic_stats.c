@@ -1,0 +1,52 @@
+/* Counters: the one-line summary printed at finalize (btl_usnic_print_stats). */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "opal/util/proc.h"
+
+#include "btl_usnic.h"
+
+void usnic_stats_format(const usnic_module_t *module, const char *prefix, char *buf, size_t len)
+{
+    const usnic_module_stats_t *s = &module->stats;
+    size_t off = 0;
+    int n;
+
+    n = snprintf(buf, len, "%s host=%s pid=%d rank=%u dev=%s provider=%s", prefix,
+                 opal_process_info.nodename, (int) getpid(), OPAL_PROC_MY_NAME.vpid,
+                 module->ifname, module->prov_name);
+    if (n < 0 || (size_t) n >= len) {
+        return;
+    }
+    off = (size_t) n;
+#define USNIC_STATS_PRINT(name, desc)                                                              \
+    n = snprintf(buf + off, len - off, " " #name "=%llu", (unsigned long long) s->name);          \
+    if (n < 0 || (size_t) n >= len - off) {                                                        \
+        return;                                                                                    \
+    }                                                                                              \
+    off += (size_t) n;
+    USNIC_STATS_FIELDS(USNIC_STATS_PRINT)
+#undef USNIC_STATS_PRINT
+    for (int r = 1; r < USNIC_DROP__COUNT; r++) {
+        if (0 == s->drops[r]) {
+            continue;
+        }
+        n = snprintf(buf + off, len - off, " drop_%s=%llu", usnic_drop_reason_name(r),
+                     (unsigned long long) s->drops[r]);
+        if (n < 0 || (size_t) n >= len - off) {
+            return;
+        }
+        off += (size_t) n;
+    }
+}
+
+void usnic_stats_print(const usnic_module_t *module)
+{
+    char line[2048];
+
+    if (!mca_btl_usnic_component.params.print_stats) {
+        return;
+    }
+    usnic_stats_format(module, "[usnic stats]", line, sizeof(line));
+    opal_output(0, "%s", line);
+}

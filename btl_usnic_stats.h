@@ -1,0 +1,48 @@
+/*
+ * Counters kept per module, printed at finalize with btl_usnic_print_stats
+ * (one line per module, key=value pairs that scripts can parse).
+ */
+#ifndef BTL_USNIC_STATS_H
+#define BTL_USNIC_STATS_H
+
+#include <stdint.h>
+
+#include "btl_usnic_proto.h"
+
+/* name, description: the order here is the order printed */
+#define USNIC_STATS_FIELDS(X)                                                                      \
+    X(tx_pkts, "datagrams sent (data, ACK, retransmissions)")                                      \
+    X(tx_bytes, "payload bytes sent, retransmissions included")                                    \
+    X(rx_pkts, "datagrams received")                                                               \
+    X(rx_bytes, "payload bytes received and accepted")                                             \
+    X(retrans, "segments retransmitted")                                                           \
+    X(fast_retrans, "retransmissions triggered by duplicate ACKs")                                 \
+    X(timeout_retrans, "retransmissions triggered by timer")                                       \
+    X(dup_rx, "duplicate data packets received and dropped")                                       \
+    X(acks_tx, "explicit ACK packets sent")                                                        \
+    X(acks_rx, "explicit ACK packets received")                                                    \
+    X(piggy_acks, "ACKs piggy-backed on data")                                                     \
+    X(bad_pkts, "packets dropped for failing validation")                                          \
+    X(inj_drop, "arriving packets dropped by fault injection")                                     \
+    X(inj_dup, "arriving packets duplicated by fault injection")                                   \
+    X(inj_reorder, "arriving packets reordered by fault injection")                                \
+    X(tx_eagain, "sends the provider refused for lack of resources")                               \
+    X(window_full, "times a peer's send window was full")                                          \
+    X(puts, "emulated PUT operations")
+
+typedef struct usnic_module_stats {
+#define USNIC_STATS_DECL(name, desc) uint64_t name;
+    USNIC_STATS_FIELDS(USNIC_STATS_DECL)
+#undef USNIC_STATS_DECL
+    uint64_t drops[USNIC_DROP__COUNT]; /* by reason */
+} usnic_module_stats_t;
+
+struct usnic_module;
+
+/* Format the one-line summary of a module into buf. */
+void usnic_stats_format(const struct usnic_module *module, const char *prefix, char *buf,
+                        size_t len);
+/* Print it through opal_output when btl_usnic_print_stats is set. */
+void usnic_stats_print(const struct usnic_module *module);
+
+#endif /* BTL_USNIC_STATS_H */

@@ -1,0 +1,54 @@
+#!/bin/bash
+# The usnic component registers its MCA parameters (ompi_info), and setting
+# btl_usnic_if_include and btl_usnic_if_exclude together produces a help
+# message naming both (only the text is checked, not the exit status).
+# shellcheck source=../lib/mpitest.sh
+. "$(dirname "$0")/../lib/mpitest.sh"
+
+if ! usnic_mode; then
+    echo "SKIP: ompi_info (USNIC_TEST_BTL=tcp)"
+    finish
+fi
+
+params="btl_usnic_providers btl_usnic_if_include btl_usnic_if_exclude
+        btl_usnic_max_btls btl_usnic_eager_limit btl_usnic_rndv_eager_limit
+        btl_usnic_max_send_size btl_usnic_retrans_timeout
+        btl_usnic_print_stats btl_usnic_debug_drop_rate"
+
+info=$TEST_TMP/logs/$MT_NAME.ompi_info.log
+timeout 60 ompi_info --param btl usnic --level 9 > "$info" 2>&1
+missing=
+for p in $params; do
+    grep -Eq "(^|[^a-z_])$p([^a-z_]|\$)" "$info" || missing="$missing $p"
+done
+if ! grep -q "btl.*usnic" "$info"; then
+    fail "ompi_info params" "ompi_info does not show the usnic component" "$info"
+elif [ -n "$missing" ]; then
+    fail "ompi_info params" "missing:$missing" "$info"
+else
+    pass "ompi_info params"
+fi
+
+build_prog trivial || finish
+# Open MPI 4.1 sometimes loses a help message that a rank sends to mpirun
+# (mpirun then logs "ORTE_ERROR_LOG: ... show_help.c"), so allow a few tries.
+found=0
+for try in 1 2 3 4; do
+    TEST_TIMEOUT=${BADPARAM_TIMEOUT:-40} \
+        EXTRA_MCA="${EXTRA_MCA:-} --mca btl_usnic_if_exclude eth0" \
+        run_mpi 2 "$BIN"
+    # skip the "# command" line at the top of the log
+    if grep -v '^# ' "$RUN_LOG" | grep -q btl_usnic_if_include &&
+       grep -v '^# ' "$RUN_LOG" | grep -q btl_usnic_if_exclude; then
+        found=1
+        break
+    fi
+done
+if [ $found = 1 ]; then
+    pass "if_include+if_exclude help message"
+else
+    fail "if_include+if_exclude help message" \
+        "no output naming both btl_usnic_if_include and btl_usnic_if_exclude in $try runs" \
+        "$RUN_LOG"
+fi
+finish

@@ -1,0 +1,1127 @@
+/* Simulated link and transport for the usnic core unit tests (see simlink.h). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "simlink.h"
+
+#define SEG_OF(p) ((struct sim_seg *) (void *) ((char *) (p) - offsetof(struct sim_seg, rel)))
+
+/* ---------------------------------------------------------------- PRNG */
+
+uint64_t sim_rng_next(struct sim_rng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t sim_rng_below(struct sim_rng *r, uint64_t n)
+{
+    return n ? sim_rng_next(r) % n : 0;
+}
+
+uint64_t sim_rng_range(struct sim_rng *r, uint64_t lo, uint64_t hi)
+{
+    if (hi <= lo) {
+        return lo;
+    }
+    if (hi - lo == UINT64_MAX) {
+        return sim_rng_next(r);
+    }
+    return lo + sim_rng_below(r, hi - lo + 1);
+}
+
+double sim_rng_unit(struct sim_rng *r)
+{
+    return (double) (sim_rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+void sim_rng_shuffle32(struct sim_rng *r, uint32_t *v, size_t n)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t) sim_rng_below(r, i);
+        uint32_t t = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = t;
+    }
+}
+
+/* ---------------------------------------------------------------- contents */
+
+uint64_t sim_msg_key(int from, uint32_t id)
+{
+    struct sim_rng r;
+    sim_rng_seed(&r, ((uint64_t) (unsigned) from << 32) ^ id ^ 0x5EED5EED00000000ull);
+    return sim_rng_next(&r);
+}
+
+void sim_msg_fill(uint64_t key, uint64_t off, void *dst, size_t n)
+{
+    uint8_t *d = dst;
+    for (size_t i = 0; i < n; i++) {
+        d[i] = sim_msg_byte(key, off + i);
+    }
+}
+
+long long sim_msg_mismatch(uint64_t key, uint64_t off, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        if (b[i] != sim_msg_byte(key, off + i)) {
+            return (long long) i;
+        }
+    }
+    return -1;
+}
+
+uint64_t sim_fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* ---------------------------------------------------------------- packets */
+
+void sim_hdr_init(struct usnic_pkt_hdr *h, unsigned type, unsigned flags, unsigned tag,
+                  uint32_t src_module, uint64_t job_key, uint32_t seq, uint32_t ack_seq)
+{
+    memset(h, 0, sizeof(*h));
+    h->version = USNIC_PROTO_VERSION;
+    h->type = (uint8_t) type;
+    h->flags = (uint8_t) flags;
+    h->tag = (uint8_t) tag;
+    h->src_module = src_module;
+    h->job_key = job_key;
+    h->seq = seq;
+    h->ack_seq = ack_seq;
+}
+
+size_t sim_pkt_build(void *buf, size_t cap, const struct usnic_pkt_hdr *hdr,
+                     const struct usnic_chunk_hdr *ch, const struct usnic_put_hdr *put,
+                     const void *payload, uint32_t plen)
+{
+    uint8_t *b = buf;
+    struct usnic_pkt_hdr h = *hdr;
+    size_t n = sizeof(h) + (ch ? sizeof(*ch) : 0) + (put ? sizeof(*put) : 0);
+
+    if (n + plen > cap) {
+        return 0;
+    }
+    h.payload_len = plen;
+    memcpy(b, &h, sizeof(h));
+    n = sizeof(h);
+    if (ch) {
+        memcpy(b + n, ch, sizeof(*ch));
+        n += sizeof(*ch);
+    }
+    if (put) {
+        memcpy(b + n, put, sizeof(*put));
+        n += sizeof(*put);
+    }
+    if (plen) {
+        memcpy(b + n, payload, plen);
+    }
+    return n + plen;
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static void sim_error(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sim_error(struct sim *s, const char *fmt, ...)
+{
+    if (0 == s->errors++) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->err, sizeof(s->err), fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (NULL == p) {
+        fprintf(stderr, "simlink: out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+static void *xrealloc(void *p, size_t sz)
+{
+    void *q = realloc(p, sz ? sz : 1);
+    if (NULL == q) {
+        fprintf(stderr, "simlink: out of memory\n");
+        abort();
+    }
+    return q;
+}
+
+/* ---------------------------------------------------------------- event heap */
+
+static bool pkt_before(const struct sim_pkt *a, const struct sim_pkt *b)
+{
+    return a->t < b->t || (a->t == b->t && a->order < b->order);
+}
+
+static void heap_push(struct sim *s, struct sim_pkt *p)
+{
+    size_t i;
+
+    if (s->nheap == s->heap_cap) {
+        s->heap_cap = s->heap_cap ? 2 * s->heap_cap : 256;
+        s->heap = xrealloc(s->heap, s->heap_cap * sizeof(*s->heap));
+    }
+    p->order = s->pkt_order++;
+    i = s->nheap++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!pkt_before(p, s->heap[parent])) {
+            break;
+        }
+        s->heap[i] = s->heap[parent];
+        i = parent;
+    }
+    s->heap[i] = p;
+}
+
+static struct sim_pkt *heap_pop(struct sim *s)
+{
+    struct sim_pkt *top, *last;
+    size_t i = 0;
+
+    if (0 == s->nheap) {
+        return NULL;
+    }
+    top = s->heap[0];
+    last = s->heap[--s->nheap];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= s->nheap) {
+            break;
+        }
+        if (c + 1 < s->nheap && pkt_before(s->heap[c + 1], s->heap[c])) {
+            c++;
+        }
+        if (!pkt_before(s->heap[c], last)) {
+            break;
+        }
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (s->nheap > 0) {
+        s->heap[i] = last;
+    }
+    return top;
+}
+
+static void enqueue_copy(struct sim *s, int to, const void *buf, size_t len, uint64_t t)
+{
+    struct sim_pkt *p = xcalloc(1, sizeof(*p));
+    /* exact-size allocation: the sanitizers catch any read past the datagram */
+    p->buf = xcalloc(1, len);
+    if (len) {
+        memcpy(p->buf, buf, len);
+    }
+    p->len = len;
+    p->to = to;
+    p->t = t;
+    heap_push(s, p);
+}
+
+/* ---------------------------------------------------------------- link */
+
+static void xmit(struct sim *s, struct sim_ep *from, const uint8_t *buf, size_t len)
+{
+    uint64_t start, t;
+    int copies;
+
+    from->st.tx_pkts++;
+    if (s->filter && s->filter(s, from->idx, buf, len, s->filter_arg)) {
+        s->filtered++;
+        return;
+    }
+    if (s->cfg.loss > 0 && sim_rng_unit(&s->rng) < s->cfg.loss) {
+        s->lost++;
+        return;
+    }
+    start = (from->link_free_ns > s->now) ? from->link_free_ns : s->now;
+    from->link_free_ns = start + (len * s->cfg.ps_per_byte + 999) / 1000;
+    t = from->link_free_ns + s->cfg.latency_ns;
+    copies = 1;
+    if (s->cfg.dup > 0 && sim_rng_unit(&s->rng) < s->cfg.dup) {
+        copies = 2;
+        s->duplicated++;
+    }
+    for (int c = 0; c < copies; c++) {
+        uint64_t extra = 0;
+        if (s->cfg.reorder > 0 && sim_rng_unit(&s->rng) < s->cfg.reorder) {
+            extra = sim_rng_range(&s->rng, 0, s->cfg.reorder_max_ns);
+            s->delayed++;
+        }
+        enqueue_copy(s, 1 - from->idx, buf, len, t + extra + (uint64_t) c);
+    }
+}
+
+/* ---------------------------------------------------------------- rel ops */
+
+static struct sim_ep *ep_of(struct usnic_rel *rel)
+{
+    return rel->ctx;
+}
+
+static void op_timer_arm(struct usnic_rel *rel, struct usnic_rel_seg *rseg)
+{
+    struct sim_ep *ep = ep_of(rel);
+    struct sim *s = ep->sim;
+    struct sim_seg *seg = SEG_OF(rseg), *at;
+
+    if (seg->t_on) {
+        sim_error(s, "timer_arm on seq %u whose timer is already armed", rseg->seq);
+        return;
+    }
+    seg->t_on = true;
+    seg->deadline = s->now + s->cfg.rto_ns;
+    /* keep the list sorted by deadline (arming order is almost always it) */
+    at = s->t_tail;
+    while (at && at->deadline > seg->deadline) {
+        at = at->t_prev;
+    }
+    seg->t_prev = at;
+    seg->t_next = at ? at->t_next : s->t_head;
+    if (seg->t_next) {
+        seg->t_next->t_prev = seg;
+    } else {
+        s->t_tail = seg;
+    }
+    if (at) {
+        at->t_next = seg;
+    } else {
+        s->t_head = seg;
+    }
+}
+
+static void timer_unlink(struct sim *s, struct sim_seg *seg)
+{
+    if (seg->t_prev) {
+        seg->t_prev->t_next = seg->t_next;
+    } else {
+        s->t_head = seg->t_next;
+    }
+    if (seg->t_next) {
+        seg->t_next->t_prev = seg->t_prev;
+    } else {
+        s->t_tail = seg->t_prev;
+    }
+    seg->t_prev = seg->t_next = NULL;
+    seg->t_on = false;
+}
+
+static void op_timer_cancel(struct usnic_rel *rel, struct usnic_rel_seg *rseg)
+{
+    struct sim_ep *ep = ep_of(rel);
+    struct sim_seg *seg = SEG_OF(rseg);
+
+    if (!seg->t_on) {
+        sim_error(ep->sim, "timer_cancel on seq %u without an armed timer", rseg->seq);
+        return;
+    }
+    timer_unlink(ep->sim, seg);
+}
+
+static void rq_unlink(struct sim_ep *ep, struct sim_seg *seg)
+{
+    if (seg->q_prev) {
+        seg->q_prev->q_next = seg->q_next;
+    } else {
+        ep->rq_head = seg->q_next;
+    }
+    if (seg->q_next) {
+        seg->q_next->q_prev = seg->q_prev;
+    } else {
+        ep->rq_tail = seg->q_prev;
+    }
+    seg->q_prev = seg->q_next = NULL;
+    seg->q_on = false;
+}
+
+static void op_resend(struct usnic_rel *rel, struct usnic_rel_seg *rseg)
+{
+    struct sim_ep *ep = ep_of(rel);
+    struct sim_seg *seg = SEG_OF(rseg);
+
+    if (seg->q_on) {
+        sim_error(ep->sim, "resend of seq %u already on the resend queue", rseg->seq);
+        return;
+    }
+    if (seg->t_on) {
+        sim_error(ep->sim, "resend of seq %u with its timer still armed", rseg->seq);
+    }
+    seg->q_on = true;
+    seg->q_next = NULL;
+    seg->q_prev = ep->rq_tail;
+    if (ep->rq_tail) {
+        ep->rq_tail->q_next = seg;
+    } else {
+        ep->rq_head = seg;
+    }
+    ep->rq_tail = seg;
+}
+
+static void op_resend_cancel(struct usnic_rel *rel, struct usnic_rel_seg *rseg)
+{
+    struct sim_ep *ep = ep_of(rel);
+    struct sim_seg *seg = SEG_OF(rseg);
+
+    if (!seg->q_on) {
+        sim_error(ep->sim, "resend_cancel of seq %u not on the resend queue", rseg->seq);
+        return;
+    }
+    rq_unlink(ep, seg);
+}
+
+static void seg_free(struct sim_ep *ep, struct sim_seg *seg)
+{
+    ep->st.segs_live--;
+    free(seg->pkt);
+    free(seg);
+}
+
+static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *rseg)
+{
+    struct sim_ep *ep = ep_of(rel);
+    struct sim_seg *seg = SEG_OF(rseg);
+
+    if (seg->t_on) {
+        sim_error(ep->sim, "seq %u acked with its timer armed", rseg->seq);
+        timer_unlink(ep->sim, seg);
+    }
+    if (seg->q_on) {
+        sim_error(ep->sim, "seq %u acked while on the resend queue", rseg->seq);
+        rq_unlink(ep, seg);
+    }
+    ep->st.released++;
+    seg_free(ep, seg);
+}
+
+static const struct usnic_rel_ops sim_rel_ops = {
+    .timer_arm = op_timer_arm,
+    .timer_cancel = op_timer_cancel,
+    .resend = op_resend,
+    .resend_cancel = op_resend_cancel,
+    .acked = op_acked,
+};
+
+/* ---------------------------------------------------------------- reassembly buffers */
+
+static void *reasm_get(void *ctx, uint64_t len, void **handle)
+{
+    struct sim_ep *ep = ctx;
+    void *p;
+
+    *handle = NULL;
+    if (ep->st.reasm_fail_next) {
+        ep->st.reasm_fail_next--;
+        return NULL;
+    }
+    if (len > SIZE_MAX) {
+        return NULL;
+    }
+    p = malloc(len ? (size_t) len : 1);
+    if (NULL == p) {
+        return NULL;
+    }
+    /* poison: a hole left in a "complete" fragment shows up in the byte check */
+    memset(p, 0xA5, len ? (size_t) len : 1);
+    *handle = p;
+    ep->st.reasm_live++;
+    ep->st.reasm_gets++;
+    return p;
+}
+
+static void reasm_put(void *ctx, void *buf, void *handle)
+{
+    struct sim_ep *ep = ctx;
+
+    if (buf != handle) {
+        sim_error(ep->sim, "reassembly buffer returned with a foreign handle");
+    }
+    ep->st.reasm_live--;
+    free(buf);
+}
+
+/* ---------------------------------------------------------------- setup */
+
+void sim_cfg_default(struct sim_cfg *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->seed = 1;
+    c->reorder_max_ns = 200000;
+    c->latency_ns = 5000;
+    c->ps_per_byte = 800;
+    c->rto_ns = 5000000;
+    c->ack_delay_ns = 50000;
+    c->tx_win[0] = c->tx_win[1] = 64;
+    c->rx_win[0] = c->rx_win[1] = 64;
+    c->fast_retrans_dups = 3;
+    c->isn[0] = 1000;
+    c->isn[1] = 7000000;
+    c->reasm_slots = 64;
+    c->max_payload = 1400;
+    c->max_msg_len = 1u << 20;
+    c->job_key = 0x0123456789ABCDEFull;
+    c->module_id[0] = 0x10A;
+    c->module_id[1] = 0x10B;
+}
+
+int sim_init(struct sim *s, const struct sim_cfg *c)
+{
+    memset(s, 0, sizeof(*s));
+    s->cfg = *c;
+    sim_rng_seed(&s->rng, c->seed);
+    for (int i = 0; i < 2; i++) {
+        struct sim_ep *ep = &s->ep[i];
+        ep->sim = s;
+        ep->idx = i;
+        ep->module_id = c->module_id[i];
+        ep->tx_isn = c->isn[i];
+        ep->next_wire_id = c->first_msg_id[i];
+        ep->known[0].module = c->module_id[1 - i];
+        ep->known[0].ep = 1 - i;
+        ep->nknown = 1;
+        if (0 != usnic_rel_init(&ep->rel, &sim_rel_ops, ep, c->tx_win[i], c->rx_win[i], c->isn[i],
+                                c->isn[1 - i], c->fast_retrans_dups)) {
+            return -1;
+        }
+        ep->alloc.get = reasm_get;
+        ep->alloc.put = reasm_put;
+        ep->alloc.ctx = ep;
+        if (0 != usnic_reasm_table_init(&ep->reasm, c->reasm_slots, &ep->alloc)) {
+            return -1;
+        }
+        usnic_reg_table_init(&ep->reg);
+    }
+    return 0;
+}
+
+void sim_fini(struct sim *s)
+{
+    struct sim_pkt *p;
+
+    while (NULL != (p = heap_pop(s))) {
+        free(p->buf);
+        free(p);
+    }
+    free(s->heap);
+    s->heap = NULL;
+    for (int i = 0; i < 2; i++) {
+        struct sim_ep *ep = &s->ep[i];
+        /* whatever is still in the send window */
+        if (ep->rel.tx.win) {
+            for (uint32_t k = 0; k < ep->rel.tx.win_size; k++) {
+                struct sim_seg *seg = ep->rel.tx.win[k] ? SEG_OF(ep->rel.tx.win[k]) : NULL;
+                if (seg) {
+                    ep->rel.tx.win[k] = NULL;
+                    seg_free(ep, seg);
+                }
+            }
+        }
+        usnic_rel_fini(&ep->rel);
+        usnic_reasm_table_fini(&ep->reasm);
+        usnic_reg_table_fini(&ep->reg);
+        free(ep->msgs);
+        free(ep->seq_msg);
+        free(ep->rx_log);
+        ep->msgs = NULL;
+        ep->seq_msg = NULL;
+        ep->rx_log = NULL;
+    }
+    s->t_head = s->t_tail = NULL;
+}
+
+void sim_forget_sender(struct sim *s, int at, uint32_t module)
+{
+    struct sim_ep *ep = &s->ep[at];
+    unsigned j = 0;
+
+    for (unsigned i = 0; i < ep->nknown; i++) {
+        if (ep->known[i].module != module) {
+            ep->known[j++] = ep->known[i];
+        }
+    }
+    ep->nknown = j;
+}
+
+/* ---------------------------------------------------------------- messages */
+
+static struct sim_msg *msg_new(struct sim *s, int from)
+{
+    struct sim_ep *ep = &s->ep[from];
+    struct sim_msg *m;
+
+    if (ep->nmsgs == ep->msgs_cap) {
+        ep->msgs_cap = ep->msgs_cap ? 2 * ep->msgs_cap : 64;
+        ep->msgs = xrealloc(ep->msgs, ep->msgs_cap * sizeof(*ep->msgs));
+    }
+    m = &ep->msgs[ep->nmsgs];
+    memset(m, 0, sizeof(*m));
+    m->id = ep->nmsgs++;
+    m->key = sim_msg_key(from, m->id);
+    m->rx_hash = SIM_FNV_INIT;
+    m->wire_id = UINT32_MAX;
+    return m;
+}
+
+static uint64_t msg_hash(uint64_t key, uint64_t len)
+{
+    uint8_t tmp[4096];
+    uint64_t h = SIM_FNV_INIT;
+    for (uint64_t off = 0; off < len; off += sizeof(tmp)) {
+        size_t n = (size_t) ((len - off < sizeof(tmp)) ? len - off : sizeof(tmp));
+        sim_msg_fill(key, off, tmp, n);
+        h = sim_fnv(h, tmp, n);
+    }
+    return h;
+}
+
+uint32_t sim_send(struct sim *s, int from, uint64_t len, uint8_t tag)
+{
+    struct sim_msg *m = msg_new(s, from);
+
+    m->kind = SIM_MSG_SEND;
+    m->tag = tag;
+    m->len = len;
+    m->hash = msg_hash(m->key, len);
+    if (len > s->cfg.max_payload) {
+        m->wire_id = s->ep[from].next_wire_id++;
+    }
+    return m->id;
+}
+
+uint32_t sim_put(struct sim *s, int from, uint64_t reg_key, uint64_t reg_offset, uint64_t len)
+{
+    struct sim_msg *m = msg_new(s, from);
+
+    if (0 == len) {
+        sim_error(s, "sim_put of 0 bytes (not representable on the wire)");
+    }
+    m->kind = SIM_MSG_PUT;
+    m->len = len;
+    m->reg_key = reg_key;
+    m->reg_offset = reg_offset;
+    m->hash = msg_hash(m->key, len);
+    m->wire_id = s->ep[from].next_wire_id++;
+    return m->id;
+}
+
+/* ---------------------------------------------------------------- sender */
+
+static struct sim_seg *next_segment(struct sim *s, struct sim_ep *ep)
+{
+    struct sim_msg *m = &ep->msgs[ep->next_msg];
+    uint64_t off = ep->next_off, rem = m->len - off;
+    uint32_t plen = (uint32_t) ((rem > s->cfg.max_payload) ? s->cfg.max_payload : rem);
+    struct usnic_pkt_hdr h;
+    struct usnic_chunk_hdr ch;
+    struct usnic_put_hdr put;
+    struct sim_seg *seg;
+    unsigned type;
+    size_t hlen;
+    uint8_t *payload;
+
+    if (SIM_MSG_PUT == m->kind) {
+        type = USNIC_PKT_PUT;
+        hlen = USNIC_HDR_LEN_PUT;
+    } else if (m->len <= s->cfg.max_payload) {
+        type = USNIC_PKT_FRAG;
+        hlen = USNIC_HDR_LEN_FRAG;
+    } else {
+        type = USNIC_PKT_CHUNK;
+        hlen = USNIC_HDR_LEN_CHUNK;
+    }
+
+    seg = xcalloc(1, sizeof(*seg));
+    seg->ep = ep;
+    seg->msg = m->id;
+    seg->len = hlen + plen;
+    seg->pkt = xcalloc(1, seg->len);
+    ep->st.segs_live++;
+
+    payload = xcalloc(1, plen ? plen : 1);
+    sim_msg_fill(m->key, off, payload, plen);
+    sim_hdr_init(&h, type, 0, m->tag, ep->module_id, s->cfg.job_key, 0, 0);
+    memset(&ch, 0, sizeof(ch));
+    ch.msg_id = m->wire_id;
+    ch.msg_len = m->len;
+    ch.offset = off;
+    memset(&put, 0, sizeof(put));
+    put.reg_key = m->reg_key;
+    put.reg_offset = m->reg_offset;
+    if (seg->len != sim_pkt_build(seg->pkt, seg->len, &h, (USNIC_PKT_FRAG == type) ? NULL : &ch,
+                                  (USNIC_PKT_PUT == type) ? &put : NULL, payload, plen)) {
+        sim_error(s, "packet build failed");
+    }
+    free(payload);
+
+    ep->next_off += plen;
+    if (ep->next_off >= m->len) {
+        ep->next_msg++;
+        ep->next_off = 0;
+    }
+    return seg;
+}
+
+static void oracle_record(struct sim *s, struct sim_ep *ep, usnic_seq_t seq, uint32_t msg)
+{
+    uint32_t off = seq - ep->tx_isn;
+
+    if ((uint64_t) off != ep->nsegs) {
+        sim_error(s, "push gave seq %u, expected %u", seq, (uint32_t) (ep->tx_isn + ep->nsegs));
+    }
+    if (ep->nsegs == ep->seq_cap) {
+        ep->seq_cap = ep->seq_cap ? 2 * ep->seq_cap : 1024;
+        ep->seq_msg = xrealloc(ep->seq_msg, (size_t) ep->seq_cap * sizeof(*ep->seq_msg));
+    }
+    ep->seq_msg[ep->nsegs++] = msg;
+}
+
+/* Put a data segment on the wire with the current cumulative ACK piggy-backed. */
+static void transmit_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg)
+{
+    struct usnic_pkt_hdr *h = (struct usnic_pkt_hdr *) (void *) seg->pkt;
+
+    h->flags = USNIC_PKT_FLAG_ACK;
+    h->ack_seq = usnic_rel_rx_ack_value(&ep->rel);
+    xmit(s, ep, seg->pkt, seg->len);
+    usnic_rel_ack_sent(&ep->rel);
+    if (0 == seg->rel.sends) {
+        seg->first_sent_ns = s->now;
+        ep->st.tx_data++;
+    } else {
+        ep->st.tx_resent++;
+    }
+    seg->last_sent_ns = s->now;
+    usnic_rel_tx_sent(&ep->rel, &seg->rel);
+}
+
+static void send_ack(struct sim *s, struct sim_ep *ep)
+{
+    struct usnic_pkt_hdr h;
+    uint64_t buf[USNIC_HDR_LEN_ACK / 8];
+    size_t len;
+
+    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, 0, ep->module_id, s->cfg.job_key, 0,
+                 usnic_rel_rx_ack_value(&ep->rel));
+    len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
+    xmit(s, ep, (const uint8_t *) buf, len);
+    usnic_rel_ack_sent(&ep->rel);
+    ep->st.tx_acks++;
+}
+
+static bool ep_has_new(const struct sim_ep *ep)
+{
+    return ep->next_msg < ep->nmsgs;
+}
+
+static void pump(struct sim *s, struct sim_ep *ep)
+{
+    /* retransmissions first */
+    while (ep->rq_head) {
+        struct sim_seg *seg = ep->rq_head;
+        rq_unlink(ep, seg);
+        if (!(seg->rel.state & USNIC_REL_SEG_IN_WINDOW)) {
+            sim_error(s, "seq %u on the resend queue but not in the window", seg->rel.seq);
+        }
+        transmit_seg(s, ep, seg);
+    }
+    /* new data while the window is open */
+    while (ep_has_new(ep)) {
+        struct sim_seg *seg;
+        usnic_seq_t seq;
+        uint32_t inflight;
+
+        if (!usnic_rel_tx_window_open(&ep->rel)) {
+            ep->st.blocked++;
+            break;
+        }
+        seg = next_segment(s, ep);
+        seq = usnic_rel_tx_push(&ep->rel, &seg->rel);
+        ((struct usnic_pkt_hdr *) (void *) seg->pkt)->seq = seq;
+        oracle_record(s, ep, seq, seg->msg);
+        inflight = usnic_rel_tx_inflight(&ep->rel);
+        if (inflight > ep->rel.tx.win_size) {
+            sim_error(s, "%u segments in flight with a window of %u", inflight,
+                      ep->rel.tx.win_size);
+        }
+        if (inflight > ep->st.max_inflight) {
+            ep->st.max_inflight = inflight;
+        }
+        transmit_seg(s, ep, seg);
+    }
+    /* an explicit ACK if one is owed and nothing carried it */
+    if (usnic_rel_ack_due(&ep->rel, s->now, s->cfg.ack_delay_ns)) {
+        send_ack(s, ep);
+    }
+}
+
+/* ---------------------------------------------------------------- receiver */
+
+static void drop(struct sim_ep *ep, enum usnic_drop_reason r)
+{
+    ep->drops[((unsigned) r < USNIC_DROP__COUNT) ? r : 0]++;
+}
+
+static struct sim_ep *lookup_sender(struct sim *s, struct sim_ep *ep, uint32_t module)
+{
+    for (unsigned i = 0; i < ep->nknown; i++) {
+        if (ep->known[i].module == module) {
+            return &s->ep[ep->known[i].ep];
+        }
+    }
+    return NULL;
+}
+
+/* Which of peer's messages the segment with this seq carried, or NULL. */
+static struct sim_msg *oracle_msg(struct sim_ep *peer, usnic_seq_t seq)
+{
+    uint32_t off = seq - peer->tx_isn;
+
+    if ((uint64_t) off >= peer->nsegs) {
+        return NULL;
+    }
+    return &peer->msgs[peer->seq_msg[off]];
+}
+
+static void log_delivery(struct sim_ep *ep, struct sim_msg *m)
+{
+    if (ep->rx_nlog == ep->rx_cap) {
+        ep->rx_cap = ep->rx_cap ? 2 * ep->rx_cap : 256;
+        ep->rx_log = xrealloc(ep->rx_log, ep->rx_cap * sizeof(*ep->rx_log));
+    }
+    ep->rx_log[ep->rx_nlog].id = m->id;
+    ep->rx_log[ep->rx_nlog].len = m->len;
+    ep->rx_nlog++;
+    m->delivered++;
+    ep->st.delivered++;
+    ep->st.delivered_bytes += m->len;
+}
+
+static void deliver(struct sim_ep *ep, struct sim_msg *m, uint8_t tag, const uint8_t *data,
+                    uint64_t len)
+{
+    m->rx_hash = sim_fnv(SIM_FNV_INIT, data, (size_t) len);
+    if (tag != m->tag || len != m->len || sim_msg_mismatch(m->key, 0, data, (size_t) len) >= 0
+        || m->rx_hash != m->hash) {
+        m->corrupt++;
+    }
+    log_delivery(ep, m);
+}
+
+/* The chunk is a piece of message m as the sender cut it. */
+static bool chunk_matches(const struct sim_msg *m, const struct usnic_pkt_view *v)
+{
+    return NULL != m && SIM_MSG_SEND == m->kind && m->wire_id == v->chunk->msg_id
+           && m->len == v->chunk->msg_len && m->tag == v->hdr->tag;
+}
+
+static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size_t len)
+{
+    struct usnic_pkt_view v;
+    enum usnic_drop_reason r;
+    struct sim_ep *peer;
+    struct sim_msg *m;
+    usnic_seq_t seq;
+
+    ep->st.rx_pkts++;
+    r = usnic_pkt_parse(buf, len, s->cfg.job_key, s->cfg.max_msg_len, &v);
+    if (USNIC_PKT_OK != r) {
+        drop(ep, r);
+        return;
+    }
+    peer = lookup_sender(s, ep, v.hdr->src_module);
+    if (NULL == peer) {
+        drop(ep, USNIC_DROP_SENDER);
+        return;
+    }
+    if (v.hdr->flags & USNIC_PKT_FLAG_ACK) {
+        if (usnic_rel_tx_ack(&ep->rel, v.hdr->ack_seq, USNIC_PKT_ACK == v.hdr->type) < 0) {
+            drop(ep, USNIC_DROP_ACK_RANGE);
+            return;
+        }
+    }
+    if (USNIC_PKT_ACK == v.hdr->type) {
+        ep->st.rx_acks++;
+        return;
+    }
+
+    seq = v.hdr->seq;
+    switch (usnic_rel_rx_check(&ep->rel, seq)) {
+    case USNIC_RX_NEW:
+        break;
+    case USNIC_RX_DUP:
+        usnic_rel_rx_duplicate(&ep->rel);
+        drop(ep, USNIC_DROP_DUPLICATE);
+        return;
+    case USNIC_RX_BEYOND:
+    default:
+        drop(ep, USNIC_DROP_WINDOW);
+        return;
+    }
+
+    m = oracle_msg(peer, seq);
+    switch (v.hdr->type) {
+    case USNIC_PKT_FRAG:
+        if (NULL == m || SIM_MSG_SEND != m->kind) {
+            ep->st.unexpected++;
+        } else {
+            deliver(ep, m, v.hdr->tag, v.payload, v.payload_len);
+        }
+        break;
+
+    case USNIC_PKT_CHUNK: {
+        struct usnic_reasm *done = NULL;
+        r = usnic_reasm_check(&ep->reasm, v.chunk->msg_id, v.chunk->msg_len, v.hdr->tag);
+        if (USNIC_PKT_OK != r) {
+            drop(ep, r);
+            return;
+        }
+        r = usnic_reasm_add(&ep->reasm, v.chunk->msg_id, v.chunk->msg_len, v.chunk->offset,
+                            v.payload, v.payload_len, v.hdr->tag, &done);
+        if (USNIC_PKT_OK != r) {
+            drop(ep, r);
+            return;
+        }
+        if (!chunk_matches(m, &v)) {
+            ep->st.unexpected++;
+        }
+        if (done) {
+            if (NULL != m && SIM_MSG_SEND == m->kind && m->wire_id == done->msg_id) {
+                deliver(ep, m, done->tag, done->buf, done->msg_len);
+            } else {
+                ep->st.unexpected++;
+            }
+            usnic_reasm_release(&ep->reasm, done);
+        }
+        break;
+    }
+
+    case USNIC_PKT_PUT: {
+        uint8_t *dest = NULL;
+        r = usnic_reg_resolve(&ep->reg, v.put->reg_key, v.put->reg_offset, v.chunk->msg_len,
+                              &dest);
+        if (USNIC_PKT_OK != r) {
+            drop(ep, r);
+            return;
+        }
+        memcpy(dest + v.chunk->offset, v.payload, v.payload_len);
+        if (NULL == m || SIM_MSG_PUT != m->kind || m->wire_id != v.chunk->msg_id
+            || m->len != v.chunk->msg_len || m->reg_key != v.put->reg_key
+            || m->reg_offset != v.put->reg_offset) {
+            ep->st.unexpected++;
+        } else {
+            m->put_bytes += v.payload_len;
+            if (m->put_bytes == m->len) {
+                /* the whole PUT landed: check the target bytes */
+                m->rx_hash = sim_fnv(SIM_FNV_INIT, dest, (size_t) m->len);
+                if (sim_msg_mismatch(m->key, 0, dest, (size_t) m->len) >= 0
+                    || m->rx_hash != m->hash) {
+                    m->corrupt++;
+                }
+                log_delivery(ep, m);
+            } else if (m->put_bytes > m->len) {
+                m->corrupt++;
+            }
+        }
+        break;
+    }
+
+    default:
+        sim_error(s, "parse accepted type %u", v.hdr->type);
+        return;
+    }
+
+    usnic_rel_rx_commit(&ep->rel, seq, s->now);
+    ep->st.rx_accepted++;
+}
+
+void sim_deliver_now(struct sim *s, int to, const void *buf, size_t len)
+{
+    uint8_t *copy = xcalloc(1, len);
+    if (len) {
+        memcpy(copy, buf, len);
+    }
+    rx_packet(s, &s->ep[to], copy, len);
+    free(copy);
+}
+
+void sim_inject(struct sim *s, int to, const void *buf, size_t len, uint64_t at_ns)
+{
+    enqueue_copy(s, to, buf, len, (at_ns < s->now) ? s->now : at_ns);
+}
+
+/* ---------------------------------------------------------------- loop */
+
+static bool next_event(const struct sim *s, uint64_t *t)
+{
+    bool any = false;
+    uint64_t best = UINT64_MAX;
+
+#define CONSIDER(x)                                                                                \
+    do {                                                                                           \
+        uint64_t x_ = (x);                                                                         \
+        if (!any || x_ < best) {                                                                   \
+            best = x_;                                                                             \
+        }                                                                                          \
+        any = true;                                                                                \
+    } while (0)
+
+    if (s->nheap) {
+        CONSIDER(s->heap[0]->t);
+    }
+    if (s->t_head) {
+        CONSIDER(s->t_head->deadline);
+    }
+    for (int i = 0; i < 2; i++) {
+        const struct sim_ep *ep = &s->ep[i];
+        if (ep->rq_head || (ep_has_new(ep) && usnic_rel_tx_window_open(&ep->rel))
+            || ep->rel.rx.ack_now) {
+            CONSIDER(s->now);
+        } else if (ep->rel.rx.ack_owed) {
+            CONSIDER(ep->rel.rx.ack_owed_since + s->cfg.ack_delay_ns);
+        }
+    }
+#undef CONSIDER
+    *t = (best < s->now) ? s->now : best;
+    return any;
+}
+
+bool sim_step(struct sim *s)
+{
+    uint64_t t;
+
+    if (!next_event(s, &t)) {
+        return false;
+    }
+    s->now = t;
+    s->steps++;
+    /* arrivals first, so ACKs cancel timers that expire at the same instant */
+    while (s->nheap && s->heap[0]->t <= s->now) {
+        struct sim_pkt *p = heap_pop(s);
+        rx_packet(s, &s->ep[p->to], p->buf, p->len);
+        free(p->buf);
+        free(p);
+    }
+    while (s->t_head && s->t_head->deadline <= s->now) {
+        struct sim_seg *seg = s->t_head;
+        timer_unlink(s, seg);
+        usnic_rel_tx_timeout(&seg->ep->rel, &seg->rel);
+    }
+    pump(s, &s->ep[0]);
+    pump(s, &s->ep[1]);
+    return true;
+}
+
+bool sim_quiescent(const struct sim *s)
+{
+    if (s->nheap || s->t_head) {
+        return false;
+    }
+    for (int i = 0; i < 2; i++) {
+        const struct sim_ep *ep = &s->ep[i];
+        if (ep_has_new(ep) || ep->rq_head || usnic_rel_tx_inflight(&ep->rel) > 0
+            || ep->rel.rx.ack_owed || ep->rel.rx.ack_now) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int sim_run(struct sim *s, uint64_t max_ns)
+{
+    while (!sim_quiescent(s)) {
+        if (s->errors) {
+            return -1;
+        }
+        if (!sim_step(s)) {
+            sim_error(s, "stalled at t=%" PRIu64 " ns with work left", s->now);
+            return -1;
+        }
+        if (s->now > max_ns) {
+            sim_error(s, "not done after %" PRIu64 " ns of simulated time", max_ns);
+            return -1;
+        }
+    }
+    return s->errors ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- results */
+
+int sim_verify(const struct sim *s, char *why, size_t whylen)
+{
+    if (s->errors) {
+        snprintf(why, whylen, "harness: %s (%" PRIu64 " errors)", s->err, s->errors);
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        const struct sim_ep *ep = &s->ep[i];
+        const struct sim_ep *peer = &s->ep[1 - i];
+        if (peer->st.unexpected) {
+            snprintf(why, whylen, "%c received %" PRIu64 " packets matching no message",
+                     'A' + (1 - i), peer->st.unexpected);
+            return -1;
+        }
+        for (uint32_t k = 0; k < ep->nmsgs; k++) {
+            const struct sim_msg *m = &ep->msgs[k];
+            if (1 != m->delivered || m->corrupt || m->rx_hash != m->hash) {
+                snprintf(why, whylen,
+                         "%c->%c msg %u (%s, %" PRIu64 " bytes): delivered %u times, corrupt %u, "
+                         "hash %016" PRIx64 " vs %016" PRIx64,
+                         'A' + i, 'A' + (1 - i), k, (SIM_MSG_PUT == m->kind) ? "PUT" : "SEND",
+                         m->len, m->delivered, m->corrupt, m->rx_hash, m->hash);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+uint64_t sim_retrans(const struct sim *s)
+{
+    return s->ep[0].rel.stats.retrans_timeout + s->ep[0].rel.stats.retrans_fast
+           + s->ep[1].rel.stats.retrans_timeout + s->ep[1].rel.stats.retrans_fast;
+}
+
+void sim_summary(const struct sim *s, char *buf, size_t len)
+{
+    size_t n = 0;
+    int w;
+
+    w = snprintf(buf, len, "t=%" PRIu64 "us steps=%" PRIu64 " lost=%" PRIu64 " dup=%" PRIu64,
+                 s->now / 1000, s->steps, s->lost, s->duplicated);
+    n = (w > 0 && (size_t) w < len) ? (size_t) w : len;
+    for (int i = 0; i < 2 && n < len; i++) {
+        const struct sim_ep *ep = &s->ep[i];
+        w = snprintf(buf + n, len - n,
+                     " | %c: data=%" PRIu64 " resent=%" PRIu64 " acks=%" PRIu64 " rto=%" PRIu64
+                     " fast=%" PRIu64 " dupacks=%" PRIu64 " deliv=%" PRIu64 " drops:",
+                     'A' + i, ep->st.tx_data, ep->st.tx_resent, ep->st.tx_acks,
+                     ep->rel.stats.retrans_timeout, ep->rel.stats.retrans_fast,
+                     ep->rel.stats.dup_acks, ep->st.delivered);
+        n = (w > 0 && (size_t) w < len - n) ? n + (size_t) w : len;
+        for (int r = 1; r < USNIC_DROP__COUNT && n < len; r++) {
+            if (ep->drops[r]) {
+                w = snprintf(buf + n, len - n, " %s=%" PRIu64,
+                             usnic_drop_reason_name((enum usnic_drop_reason) r), ep->drops[r]);
+                n = (w > 0 && (size_t) w < len - n) ? n + (size_t) w : len;
+            }
+        }
+    }
+}
