@@ -5,6 +5,23 @@
 #include "opal/util/proc.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_endpoint.h"
+
+/* Fold the reliability core's per-peer counters into the module's. */
+static void collect(usnic_module_t *module)
+{
+    usnic_module_stats_t *s = &module->stats;
+    opal_list_item_t *item;
+
+    s->fast_retrans = 0;
+    s->timeout_retrans = 0;
+    for (item = opal_list_get_first(&module->endpoints);
+         item != opal_list_get_end(&module->endpoints); item = opal_list_get_next(item)) {
+        const mca_btl_base_endpoint_t *ep = (const mca_btl_base_endpoint_t *) item;
+        s->fast_retrans += ep->rel.stats.retrans_fast;
+        s->timeout_retrans += ep->rel.stats.retrans_timeout;
+    }
+}
 
 void usnic_stats_format(const usnic_module_t *module, const char *prefix, char *buf, size_t len)
 {
@@ -40,13 +57,14 @@ void usnic_stats_format(const usnic_module_t *module, const char *prefix, char *
     }
 }
 
-void usnic_stats_print(const usnic_module_t *module)
+void usnic_stats_print(usnic_module_t *module)
 {
     char line[2048];
 
     if (!mca_btl_usnic_component.params.print_stats) {
         return;
     }
+    collect(module);
     usnic_stats_format(module, "[usnic stats]", line, sizeof(line));
     opal_output(0, "%s", line);
 }

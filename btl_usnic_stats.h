@@ -43,6 +43,6 @@ struct usnic_module;
 void usnic_stats_format(const struct usnic_module *module, const char *prefix, char *buf,
                         size_t len);
 /* Print it through opal_output when btl_usnic_print_stats is set. */
-void usnic_stats_print(const struct usnic_module *module);
+void usnic_stats_print(struct usnic_module *module);
 
 #endif /* BTL_USNIC_STATS_H */

@@ -24,6 +24,7 @@ TRANSPORTS=usnic,tcp,rxd,raw
 DGRAM=1472
 CEILING=""
 RUN_TIMEOUT=600
+WAIT_IDLE=0
 DO_BUILD=1
 STAMP=$(date +%Y%m%d-%H%M%S)
 
@@ -41,6 +42,8 @@ usage: $0 [options]
   --ceiling B     raw streaming size used as the bw reference for messages
                   larger than it (default: first -d size)
   --timeout S     kill a single benchmark run after S seconds (default $RUN_TIMEOUT)
+  --wait-idle S   before each run wait up to S seconds for other processes to
+                  stop using the CPUs (default 0: don't wait, only report)
   --no-build      do not run make first
   -o NAME         result file prefix (default bench-<timestamp>)
   -h, --help      this text
@@ -62,6 +65,7 @@ while [ $# -gt 0 ]; do
         -d) DGRAM=$2; shift 2 ;;
         --ceiling) CEILING=$2; shift 2 ;;
         --timeout) RUN_TIMEOUT=$2; shift 2 ;;
+        --wait-idle) WAIT_IDLE=$2; shift 2 ;;
         --no-build) DO_BUILD=0; shift ;;
         -o) NAME=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
@@ -75,6 +79,7 @@ if [ -n "$LOSS" ] && ! [[ $LOSS =~ ^[0-9]*\.?[0-9]+([eE]-?[0-9]+)?$ ]]; then
     echo "run.sh: --loss expects a number, e.g. 0.01" >&2; exit 2
 fi
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "run.sh: -r expects a positive integer" >&2; exit 2 ;; esac
+case "$RUN_TIMEOUT$WAIT_IDLE" in *[!0-9]*) echo "run.sh: --timeout/--wait-idle expect seconds" >&2; exit 2 ;; esac
 
 MPI_REPS=5
 MPI_EXTRA=()
@@ -198,19 +203,55 @@ RUNNO=0
 T_START=$(date +%s)
 declare -A FAILS
 
+# number of runnable tasks right now (includes this shell while it reads)
+read_running() {
+    local k v rest
+    RUNNING=0
+    while read -r k v rest; do
+        if [ "$k" = procs_running ]; then RUNNING=$v; return; fi
+    done </proc/stat
+}
+
+RUNS=$LOGDIR/runs.txt
+: >"$RUNS"
+
+# Wait (up to WAIT_IDLE s) until no other task competes for the CPUs.
+wait_idle() {
+    [ "$WAIT_IDLE" -gt 0 ] 2>/dev/null || return 0
+    local deadline=$(( $(date +%s) + WAIT_IDLE )) i sum
+    while :; do
+        sum=0
+        for i in 1 2 3 4; do read_running; sum=$((sum + RUNNING - 1)); sleep 0.25; done
+        [ $sum -le 1 ] && return 0    # on average < 0.5 other runnable tasks
+        [ "$(date +%s)" -ge $deadline ] && return 0
+        progress "waiting for idle CPUs ($((sum / 4)) other runnable task(s)) ..."
+        sleep 2
+    done
+}
+
 run_one() {   # transport round
     local t=$1 r=$2 out=$LOGDIR/$1.r$2.out err=$LOGDIR/$1.r$2.err
     if [ "$t" = raw ]; then set_cmd raw "${RAW_ARGS[@]}"; else set_cmd "$t" "${MPI_ARGS[@]}"; fi
+    wait_idle
+    local t0 n=0 sum=0 last
+    t0=$(date +%s)
     timeout -k 10 "$RUN_TIMEOUT" "${CMD[@]}" </dev/null >"$out" 2>"$err" &
-    local pid=$! last
-    [ -t 2 ] || progress "[round $r/$ROUNDS] run $RUNNO/$TOTAL: $t - $(( $(date +%s) - T_START ))s elapsed"
-    while [ -t 2 ] && kill -0 $pid 2>/dev/null; do
-        last=$(grep -v '^#' "$out" 2>/dev/null | tail -n 1 | awk '{print $1, $2}')
-        progress "[round $r/$ROUNDS] run $RUNNO/$TOTAL: $t ${last:+(last result: $last)} - $(( $(date +%s) - T_START ))s elapsed"
+    local pid=$!
+    [ -t 2 ] || progress "[round $r/$ROUNDS] run $RUNNO/$TOTAL: $t - $(( t0 - T_START ))s elapsed"
+    # while it runs: progress line (tty only) and a CPU-contention sample
+    while kill -0 $pid 2>/dev/null; do
+        read_running
+        n=$((n + 1)); sum=$((sum + RUNNING))
+        if [ -t 2 ]; then
+            last=$(grep -v '^#' "$out" 2>/dev/null | tail -n 1 | awk '{print $1, $2}')
+            progress "[round $r/$ROUNDS] run $RUNNO/$TOTAL: $t ${last:+(last result: $last)} - $(( $(date +%s) - T_START ))s elapsed"
+        fi
         sleep 0.5
     done
     wait $pid
     local rc=$?
+    # t round rc seconds samples sum_of_runnable
+    echo "$t $r $rc $(( $(date +%s) - t0 )) $n $sum" >>"$RUNS"
     if [ $rc -ne 0 ]; then
         FAILS[$t]="${FAILS[$t]:-}round $r: exit $rc$([ $rc = 124 ] && echo ' (timeout)') (${err#$HERE/}); "
         mv "$out" "$out.failed"
@@ -317,7 +358,8 @@ def raw_ref(test, size):
 def ratio(a, b):
     if a is None or b is None or b[0] == 0:
         return "n/a"
-    return f"{a[0] / b[0]:.2f}"
+    q = a[0] / b[0]
+    return f"{q:.2f}" if q >= 0.1 else f"{q:.3g}"
 
 out = []
 P = out.append
@@ -326,6 +368,8 @@ P("")
 P(f"Rounds: {rounds}; loopback only (127.0.0.1 / lo); 2 ranks, --bind-to core."
   + (f" usnic fault injection: btl_usnic_debug_drop_rate={loss}." if loss else ""))
 P("Each cell: median of the per-round medians [lowest min - highest max over all rounds].")
+P("Ratios: usnic median / other median (latency: < 1 means usnic is faster; "
+  "bandwidth and rate: > 1 means usnic is faster).")
 P("")
 P("| transport | status | command |")
 P("|---|---|---|")
@@ -378,6 +422,37 @@ if any(k[0] == "raw" and k[1] == "bw" for k in agg):
         P(f"| {s} | {cell(get('raw','bw',s))} | {cell(get('raw','rate',s))} | "
           f"{cell(get('raw','loss',s))} | {cell(get('raw','txrate',s))} |")
     P("")
+
+runs = []
+rp = os.path.join(logdir, "runs.txt")
+if os.path.exists(rp):
+    for line in open(rp):
+        f = line.split()
+        if len(f) == 6:
+            runs.append((f[0], int(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5])))
+if runs:
+    P("## Run conditions")
+    P("")
+    P("Runnable tasks sampled every 0.5 s during each run (/proc/stat procs_running); "
+      "a run itself accounts for about 3 (2 benchmark processes + the sampler). "
+      f"This host has {os.cpu_count()} CPUs.")
+    P("")
+    P("| round | transport | exit | seconds | avg runnable | note |")
+    P("|---:|---|---:|---:|---:|---|")
+    bad = 0
+    for (tr, rnd, rc, sec, n, tot) in sorted(runs, key=lambda x: (x[1], x[0])):
+        avg = tot / n if n else float("nan")
+        note = ""
+        if n and avg - 3 >= 0.5:
+            note = f"CPU contention: ~{avg - 3:.1f} other runnable task(s), results unreliable"
+            bad += 1
+        if rc != 0:
+            note = (note + "; " if note else "") + "FAILED"
+        P(f"| {rnd} | {tr} | {rc} | {sec} | {avg:.2f} | {note} |")
+    P("")
+    if bad:
+        sys.stderr.write(f"# WARNING: {bad} run(s) had other processes competing for the CPUs; "
+                         "see 'Run conditions' in the report (--wait-idle S may help)\n")
 
 md = "\n".join(out) + "\n"
 sys.stdout.write(md)

@@ -1,0 +1,67 @@
+#!/bin/bash
+# The whole test suite of btl/usnic: builds and installs the component,
+# runs the unit tests of the reliability core (AddressSanitizer build, then
+# valgrind), then every MPI integration test (test/mpi/t_*.sh).  Every
+# check prints "PASS: name" or "FAIL: name (why)"; the last line is the
+# summary "N passed, N failed".  Exit status is non-zero on any failure.
+#
+#   test/run-all.sh            everything
+#   SKIP_BUILD=1 test/run-all.sh   use the component already installed
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=${TEST_TMP:-/tmp/usnic-tests}
+mkdir -p "$out"
+passed=0
+failed=0
+
+# run_step NAME CMD...: run a step, count the PASS/FAIL lines it prints; a
+# step that fails without printing a FAIL line counts as one failure.
+run_step() {
+    local name=$1 log="$out/step-$1.log" rc p f
+    shift
+    echo "=== $name"
+    "$@" >"$log" 2>&1
+    rc=$?
+    grep -E '^(PASS|FAIL)' "$log"
+    p=$(grep -c '^PASS' "$log")
+    f=$(grep -c '^FAIL' "$log")
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "FAIL: $name (exit status $rc; log $log)"
+        tail -n 20 "$log" | sed 's/^/    /'
+        f=1
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+build_component() {
+    set -e
+    cd "$top"
+    ./autogen.sh
+    mkdir -p "$out/build"
+    cd "$out/build"
+    "$top/configure"
+    make -j2 V=0 2>&1 | tee "$out/build-warnings.log"
+    if grep -q 'warning:' "$out/build-warnings.log"; then
+        echo "FAIL: build has compiler warnings"
+        exit 1
+    fi
+    make install
+    ompi_info | grep -q 'MCA btl: usnic' || { echo "FAIL: ompi_info does not list btl usnic"; exit 1; }
+    echo "PASS: build and install without warnings"
+}
+
+"$top/scripts/install-deps.sh" || { echo "0 passed, 1 failed"; exit 1; }
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+    run_step build build_component
+fi
+run_step unit-asan bash "$top/test/unit/build.sh" "$out/unit"
+if [ -f "$top/test/unit/valgrind.sh" ]; then
+    run_step unit-valgrind bash "$top/test/unit/valgrind.sh" "$out/unit-vg"
+fi
+for t in "$top"/test/mpi/t_*.sh; do
+    run_step "$(basename "$t" .sh)" bash "$t"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

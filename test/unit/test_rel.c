@@ -1,0 +1,1175 @@
+/*
+ * Unit tests of the usnic reliability core (btl_usnic_seq.h, btl_usnic_rel.[ch]):
+ * the wrap-safe sequence compare helpers, the send/receive windows driven
+ * directly through the API with a recording ops table, and whole connections
+ * over the simulated lossy/duplicating/reordering link of simlink.c.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "btl_usnic_rel.h"
+#include "btl_usnic_seq.h"
+#include "check.h"
+#include "simlink.h"
+
+#define MS 1000000ull
+#define US 1000ull
+#define SIM_LIMIT_NS (600ull * 1000 * MS) /* 600 s of simulated time */
+
+/* ================================================================ seq helpers */
+
+static void test_seq_helpers(void)
+{
+    static const uint32_t vals[] = {0, 1, 2, 0x7FFFFFFEu, 0x7FFFFFFFu, 0x80000000u, 0x80000001u,
+                                    0xFFFFFFFEu, 0xFFFFFFFFu, 12345u, 0xDEADBEEFu};
+    static const uint32_t dists[] = {1, 2, 3, 255, 256, 65535, 0x40000000u, 0x7FFFFFFEu,
+                                     0x7FFFFFFFu};
+    const size_t nv = sizeof(vals) / sizeof(vals[0]), nd = sizeof(dists) / sizeof(dists[0]);
+    struct sim_rng rng;
+    char why[200] = "";
+    int bad = 0;
+
+    check_seed = 0x5E9;
+    sim_rng_seed(&rng, check_seed);
+
+    for (size_t i = 0; i < nv; i++) {
+        uint32_t a = vals[i];
+        if (usnic_seq_diff(a, a) != 0 || !usnic_seq_le(a, a) || !usnic_seq_ge(a, a)
+            || usnic_seq_lt(a, a) || usnic_seq_gt(a, a)) {
+            if (!bad++) {
+                snprintf(why, sizeof(why), "a=%#x compared with itself", a);
+            }
+        }
+    }
+    check(0 == bad, "seq/equal", "%s", why);
+
+    bad = 0;
+    if (usnic_seq_diff(0, 0xFFFFFFFFu) != 1 || usnic_seq_diff(0xFFFFFFFFu, 0) != -1
+        || !usnic_seq_lt(0xFFFFFFFFu, 0) || !usnic_seq_gt(0, 0xFFFFFFFFu)
+        || !usnic_seq_le(0xFFFFFFF0u, 5) || !usnic_seq_ge(5, 0xFFFFFFF0u)
+        || usnic_seq_lt(5, 0xFFFFFFF0u) || usnic_seq_diff(5, 0xFFFFFFF0u) != 21
+        || !usnic_seq_lt(0x7FFFFFFFu, 0x80000000u) || usnic_seq_diff(0x80000000u, 0x7FFFFFFFu) != 1) {
+        bad = 1;
+    }
+    check(0 == bad, "seq/across_zero_and_sign", "wrap-around comparisons wrong");
+
+    /* every base x every distance up to 2^31-1, both directions */
+    bad = 0;
+    for (size_t i = 0; i < nv; i++) {
+        for (size_t j = 0; j < nd; j++) {
+            uint32_t a = vals[i], d = dists[j], b = a + d;
+            if (usnic_seq_diff(b, a) != (int32_t) d || usnic_seq_diff(a, b) != -(int32_t) d
+                || !usnic_seq_gt(b, a) || !usnic_seq_ge(b, a) || usnic_seq_lt(b, a)
+                || usnic_seq_le(b, a) || !usnic_seq_lt(a, b) || !usnic_seq_le(a, b)
+                || usnic_seq_gt(a, b) || usnic_seq_ge(a, b)) {
+                if (!bad++) {
+                    snprintf(why, sizeof(why), "a=%#x b=a+%#x", a, d);
+                }
+            }
+        }
+    }
+    check(0 == bad, "seq/max_distance", "%s", why);
+
+    /* random bases and distances in [1, 2^31-1] */
+    bad = 0;
+    for (int k = 0; k < 200000; k++) {
+        uint32_t a = (uint32_t) sim_rng_next(&rng);
+        uint32_t d = (uint32_t) sim_rng_range(&rng, 1, 0x7FFFFFFFu);
+        uint32_t b = a + d;
+        if (usnic_seq_diff(b, a) != (int32_t) d || !usnic_seq_lt(a, b) || usnic_seq_lt(b, a)
+            || usnic_seq_gt(a, b) != usnic_seq_lt(b, a) || usnic_seq_le(a, b) != usnic_seq_ge(b, a)
+            || usnic_seq_le(b, a)) {
+            if (!bad++) {
+                snprintf(why, sizeof(why), "a=%#x d=%#x", a, d);
+            }
+        }
+    }
+    check(0 == bad, "seq/random_200k", "%d failures, first %s", bad, why);
+}
+
+/* ================================================================ rel, direct API */
+
+struct rec {
+    int arms, cancels, resends, resend_cancels, acked;
+    usnic_seq_t acked_seq[512];
+    usnic_seq_t resent_seq[64];
+    int order_bad; /* acked out of order */
+    int state_bad; /* callback saw an impossible state */
+};
+
+static struct rec *rec_of(struct usnic_rel *rel)
+{
+    return rel->ctx;
+}
+static void r_arm(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    if (!(seg->state & USNIC_REL_SEG_TIMER)) {
+        rec_of(rel)->state_bad++;
+    }
+    rec_of(rel)->arms++;
+}
+static void r_cancel(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    (void) seg;
+    rec_of(rel)->cancels++;
+}
+static void r_resend(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    struct rec *r = rec_of(rel);
+    if (!(seg->state & USNIC_REL_SEG_RESEND) || (seg->state & USNIC_REL_SEG_TIMER)) {
+        r->state_bad++;
+    }
+    if (r->resends < 64) {
+        r->resent_seq[r->resends] = seg->seq;
+    }
+    r->resends++;
+}
+static void r_resend_cancel(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    (void) seg;
+    rec_of(rel)->resend_cancels++;
+}
+static void r_acked(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    struct rec *r = rec_of(rel);
+    if (0 != seg->state) {
+        r->state_bad++;
+    }
+    if (r->acked > 0 && seg->seq != r->acked_seq[(r->acked - 1) % 512] + 1u) {
+        r->order_bad++;
+    }
+    r->acked_seq[r->acked % 512] = seg->seq;
+    r->acked++;
+}
+static const struct usnic_rel_ops rec_ops = {r_arm, r_cancel, r_resend, r_resend_cancel, r_acked};
+
+static void rel_setup(struct usnic_rel *rel, struct rec *r, uint32_t win, usnic_seq_t tx_isn,
+                      usnic_seq_t rx_isn, uint32_t dups)
+{
+    memset(r, 0, sizeof(*r));
+    if (0 != usnic_rel_init(rel, &rec_ops, r, win, win, tx_isn, rx_isn, dups)) {
+        fprintf(stderr, "usnic_rel_init failed\n");
+        exit(2);
+    }
+}
+
+static void push_sent(struct usnic_rel *rel, struct usnic_rel_seg *segs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        usnic_rel_tx_push(rel, &segs[i]);
+        usnic_rel_tx_sent(rel, &segs[i]);
+    }
+}
+
+static void test_rel_init(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    bool ok;
+
+    check_seed = 0;
+    memset(&r, 0, sizeof(r));
+    ok = 0 == usnic_rel_init(&rel, &rec_ops, &r, 5, 3, 0xFFFFFFFFu, 0, 3);
+    ok = ok && rel.tx.win_size == 8 && rel.rx.win_size == 4 && rel.tx.next == 0xFFFFFFFFu
+         && rel.tx.acked == 0xFFFFFFFEu && rel.rx.expected == 0 && usnic_rel_tx_inflight(&rel) == 0
+         && usnic_rel_tx_window_open(&rel) && usnic_rel_rx_ack_value(&rel) == 0xFFFFFFFFu
+         && usnic_rel_tx_oldest(&rel) == NULL && !usnic_rel_ack_due(&rel, 1000000, 1);
+    usnic_rel_fini(&rel);
+    ok = ok && 0 == usnic_rel_init(&rel, &rec_ops, &r, 0, 1, 7, 9, 3) && rel.tx.win_size == 1
+         && rel.rx.win_size == 1;
+    usnic_rel_fini(&rel);
+    check(ok, "rel/init_rounding_and_isn", "window rounding or initial state wrong");
+}
+
+static void test_rel_window_direct(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    struct usnic_rel_seg segs[16];
+    const usnic_seq_t isn = 0xFFFFFFFCu; /* the window straddles the wrap */
+    bool ok = true, seqs_ok = true;
+    int released;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 8, isn, 0, 3);
+    for (int i = 0; i < 8; i++) {
+        if (!usnic_rel_tx_window_open(&rel)) {
+            ok = false;
+        }
+        if (usnic_rel_tx_push(&rel, &segs[i]) != isn + (uint32_t) i || segs[i].seq != isn + (uint32_t) i
+            || segs[i].state != USNIC_REL_SEG_IN_WINDOW) {
+            seqs_ok = false;
+        }
+        usnic_rel_tx_sent(&rel, &segs[i]);
+    }
+    check(seqs_ok, "rel/push_assigns_consecutive_seqs_across_wrap", "seqs or state wrong");
+    check(ok && !usnic_rel_tx_window_open(&rel) && usnic_rel_tx_inflight(&rel) == 8 && r.arms == 8,
+          "rel/window_closes_when_full", "open=%d inflight=%u arms=%d",
+          usnic_rel_tx_window_open(&rel), usnic_rel_tx_inflight(&rel), r.arms);
+
+    released = usnic_rel_tx_ack(&rel, isn + 2u, false);
+    check(released == 3 && r.acked == 3 && r.cancels == 3 && !r.order_bad
+              && usnic_rel_tx_window_open(&rel) && usnic_rel_tx_inflight(&rel) == 5
+              && usnic_rel_tx_oldest(&rel) == &segs[3],
+          "rel/ack_reopens_window", "released=%d acked=%d cancels=%d inflight=%u", released,
+          r.acked, r.cancels, usnic_rel_tx_inflight(&rel));
+
+    push_sent(&rel, &segs[8], 3);
+    ok = !usnic_rel_tx_window_open(&rel);
+    released = usnic_rel_tx_ack(&rel, isn + 10u, true);
+    check(ok && released == 8 && r.acked == 11 && !r.order_bad && !r.state_bad
+              && usnic_rel_tx_inflight(&rel) == 0 && usnic_rel_tx_oldest(&rel) == NULL
+              && rel.tx.acked == isn + 10u,
+          "rel/ack_all_across_wrap", "released=%d acked=%d inflight=%u", released, r.acked,
+          usnic_rel_tx_inflight(&rel));
+    usnic_rel_fini(&rel);
+}
+
+static void test_rel_bad_ack(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    struct usnic_rel_seg segs[8];
+    static const uint32_t ahead[] = {0, 1, 2, 100, 0x10000, 0x7FFFFFFEu - 5u};
+    bool ok = true;
+    int rc;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 16, 100, 0, 3);
+    push_sent(&rel, segs, 5); /* 100..104, next = 105 */
+    for (size_t i = 0; i < sizeof(ahead) / sizeof(ahead[0]); i++) {
+        for (int e = 0; e < 2; e++) {
+            rc = usnic_rel_tx_ack(&rel, 105u + ahead[i], e);
+            if (rc != -1) {
+                ok = false;
+            }
+        }
+    }
+    check(ok && rel.stats.bad_acks == 12 && r.acked == 0 && r.cancels == 0 && r.resends == 0
+              && usnic_rel_tx_inflight(&rel) == 5 && rel.tx.acked == 99 && rel.tx.dup_acks == 0,
+          "rel/bad_ack_rejected_nothing_released",
+          "ok=%d bad_acks=%" PRIu64 " acked=%d cancels=%d inflight=%u tx.acked=%u", ok,
+          rel.stats.bad_acks, r.acked, r.cancels, usnic_rel_tx_inflight(&rel), rel.tx.acked);
+
+    rc = usnic_rel_tx_ack(&rel, 102, true);
+    check(rc == 3 && r.acked == 3 && usnic_rel_tx_inflight(&rel) == 2,
+          "rel/valid_ack_after_bad_acks", "rc=%d acked=%d", rc, r.acked);
+    /* an ACK far behind (older than anything in flight) is harmless */
+    rc = usnic_rel_tx_ack(&rel, 50, true);
+    check(rc == 0 && r.acked == 3 && rel.tx.acked == 102, "rel/old_ack_ignored", "rc=%d", rc);
+    usnic_rel_fini(&rel);
+
+    /* nothing sent yet: an ACK of the ISN is bad */
+    rel_setup(&rel, &r, 16, 7, 0, 3);
+    rc = usnic_rel_tx_ack(&rel, 7, true);
+    ok = rc == -1 && rel.stats.bad_acks == 1;
+    rc = usnic_rel_tx_ack(&rel, 6, true);
+    ok = ok && rc == 0 && r.acked == 0 && rel.stats.dup_acks == 0;
+    check(ok, "rel/bad_ack_before_any_send", "rc=%d bad_acks=%" PRIu64, rc, rel.stats.bad_acks);
+    usnic_rel_fini(&rel);
+
+    /* across the wrap: sent 0xFFFFFFFE, 0xFFFFFFFF, 0; next = 1 */
+    rel_setup(&rel, &r, 16, 0xFFFFFFFEu, 0, 3);
+    push_sent(&rel, segs, 3);
+    ok = usnic_rel_tx_ack(&rel, 1, false) == -1 && usnic_rel_tx_ack(&rel, 2, true) == -1
+         && r.acked == 0 && usnic_rel_tx_inflight(&rel) == 3;
+    rc = usnic_rel_tx_ack(&rel, 0, false);
+    check(ok && rc == 3 && r.acked == 3 && !r.order_bad, "rel/bad_ack_across_wrap",
+          "ok=%d rc=%d acked=%d", ok, rc, r.acked);
+    usnic_rel_fini(&rel);
+}
+
+static void test_rel_timeout_resend(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    struct usnic_rel_seg segs[4], stray;
+    bool ok;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 8, 50, 0, 3);
+    push_sent(&rel, segs, 3); /* 50, 51, 52 */
+
+    usnic_rel_tx_timeout(&rel, &segs[0]);
+    ok = r.resends == 1 && r.resent_seq[0] == 50 && rel.stats.retrans_timeout == 1
+         && (segs[0].state & USNIC_REL_SEG_RESEND) && !(segs[0].state & USNIC_REL_SEG_TIMER);
+    check(ok, "rel/timeout_queues_resend", "resends=%d state=%#x", r.resends, segs[0].state);
+
+    /* a second expiry while queued does not queue twice */
+    usnic_rel_tx_timeout(&rel, &segs[0]);
+    check(r.resends == 1 && rel.stats.retrans_timeout == 1, "rel/timeout_while_queued_no_double",
+          "resends=%d", r.resends);
+
+    usnic_rel_tx_sent(&rel, &segs[0]);
+    check(!(segs[0].state & USNIC_REL_SEG_RESEND) && (segs[0].state & USNIC_REL_SEG_TIMER)
+              && segs[0].sends == 2 && r.arms == 4,
+          "rel/resend_rearms_timer", "state=%#x sends=%u arms=%d", segs[0].state, segs[0].sends,
+          r.arms);
+
+    /* 51 expires and is queued; an ACK covering it takes it off the queue */
+    usnic_rel_tx_timeout(&rel, &segs[1]);
+    ok = r.resends == 2 && usnic_rel_tx_ack(&rel, 51, true) == 2;
+    check(ok && r.resend_cancels == 1 && r.cancels == 1 && r.acked == 2 && !r.state_bad,
+          "rel/ack_cancels_queued_resend_and_timer", "resend_cancels=%d cancels=%d acked=%d",
+          r.resend_cancels, r.cancels, r.acked);
+
+    /* a timer that fires for a segment no longer in the window does nothing */
+    memset(&stray, 0, sizeof(stray));
+    usnic_rel_tx_timeout(&rel, &stray);
+    check(r.resends == 2 && rel.stats.retrans_timeout == 2, "rel/timeout_outside_window_ignored",
+          "resends=%d", r.resends);
+    usnic_rel_fini(&rel);
+}
+
+static void test_rel_fast_retrans(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    struct usnic_rel_seg segs[8];
+    bool ok;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 8, 10, 0, 3);
+    push_sent(&rel, segs, 6); /* 10..15 */
+    ok = usnic_rel_tx_ack(&rel, 10, true) == 1; /* new: releases 10 */
+    ok = ok && usnic_rel_tx_ack(&rel, 10, true) == 0 && usnic_rel_tx_ack(&rel, 10, true) == 0;
+    check(ok && r.resends == 0 && rel.stats.dup_acks == 2, "rel/two_dup_acks_no_retransmit",
+          "resends=%d dup_acks=%" PRIu64, r.resends, rel.stats.dup_acks);
+    usnic_rel_tx_ack(&rel, 10, true);
+    check(r.resends == 1 && r.resent_seq[0] == 11 && rel.stats.retrans_fast == 1
+              && r.cancels == 1 && (segs[1].state & USNIC_REL_SEG_RESEND),
+          "rel/third_dup_ack_fast_retransmits_oldest", "resends=%d seq=%u fast=%" PRIu64,
+          r.resends, r.resends ? r.resent_seq[0] : 0, rel.stats.retrans_fast);
+    usnic_rel_tx_ack(&rel, 10, true);
+    usnic_rel_tx_ack(&rel, 10, true);
+    for (int i = 0; i < 5; i++) {
+        usnic_rel_tx_ack(&rel, 10, false); /* piggy-backed repeats are not dup ACKs */
+    }
+    check(r.resends == 1 && rel.stats.retrans_fast == 1 && rel.stats.dup_acks == 5,
+          "rel/fast_retransmit_once_per_episode", "resends=%d dup_acks=%" PRIu64, r.resends,
+          rel.stats.dup_acks);
+
+    /* a new ACK resets the count: three more dups retransmit the new oldest */
+    usnic_rel_tx_sent(&rel, &segs[1]);
+    ok = usnic_rel_tx_ack(&rel, 11, true) == 1;
+    for (int i = 0; i < 3; i++) {
+        usnic_rel_tx_ack(&rel, 11, true);
+    }
+    check(ok && r.resends == 2 && r.resent_seq[1] == 12 && rel.stats.retrans_fast == 2,
+          "rel/new_ack_resets_dup_count", "resends=%d", r.resends);
+
+    /* oldest already queued by its timer: dups do not queue it again */
+    usnic_rel_tx_sent(&rel, &segs[2]);
+    usnic_rel_tx_ack(&rel, 12, true);
+    usnic_rel_tx_timeout(&rel, &segs[3]);
+    for (int i = 0; i < 4; i++) {
+        usnic_rel_tx_ack(&rel, 12, true);
+    }
+    check(r.resends == 3 && rel.stats.retrans_fast == 2 && !r.state_bad,
+          "rel/dup_acks_skip_segment_already_queued", "resends=%d fast=%" PRIu64, r.resends,
+          rel.stats.retrans_fast);
+
+    /* nothing outstanding: repeats of the edge are not dup ACKs */
+    usnic_rel_tx_sent(&rel, &segs[3]);
+    usnic_rel_tx_ack(&rel, 15, true);
+    {
+        uint64_t before = rel.stats.dup_acks;
+        for (int i = 0; i < 5; i++) {
+            usnic_rel_tx_ack(&rel, 15, true);
+        }
+        check(rel.stats.dup_acks == before && r.resends == 3 && usnic_rel_tx_inflight(&rel) == 0,
+              "rel/no_dup_acks_when_idle", "dup_acks %" PRIu64 " -> %" PRIu64, before,
+              rel.stats.dup_acks);
+    }
+    usnic_rel_fini(&rel);
+
+    /* threshold 0 disables fast retransmit */
+    rel_setup(&rel, &r, 8, 10, 0, 0);
+    push_sent(&rel, segs, 4);
+    usnic_rel_tx_ack(&rel, 10, true);
+    for (int i = 0; i < 20; i++) {
+        usnic_rel_tx_ack(&rel, 10, true);
+    }
+    check(r.resends == 0 && rel.stats.retrans_fast == 0 && rel.stats.dup_acks == 20,
+          "rel/fast_retransmit_disabled_by_zero", "resends=%d", r.resends);
+    usnic_rel_fini(&rel);
+}
+
+static void test_rel_rx_dup_beyond(void)
+{
+    struct usnic_rel rel, snap;
+    struct rec r;
+    uint8_t seen_snap[16];
+    bool ok;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 16, 0, 1000, 3);
+    ok = usnic_rel_rx_check(&rel, 1000) == USNIC_RX_NEW && usnic_rel_rx_check(&rel, 1015) == USNIC_RX_NEW
+         && usnic_rel_rx_check(&rel, 999) == USNIC_RX_DUP
+         && usnic_rel_rx_check(&rel, 1000u - 100000u) == USNIC_RX_DUP
+         && usnic_rel_rx_check(&rel, 1000u - 0x7FFFFFFFu) == USNIC_RX_DUP
+         && usnic_rel_rx_check(&rel, 1016) == USNIC_RX_BEYOND
+         && usnic_rel_rx_check(&rel, 1000u + 0x7FFFFFFFu) == USNIC_RX_BEYOND;
+    check(ok, "rel/rx_check_initial_window", "initial verdicts wrong");
+
+    usnic_rel_rx_commit(&rel, 1000, 0);
+    usnic_rel_rx_commit(&rel, 1001, 0);
+    usnic_rel_rx_commit(&rel, 1005, 0);
+    ok = rel.rx.expected == 1002 && usnic_rel_rx_ack_value(&rel) == 1001;
+    check(ok && usnic_rel_rx_check(&rel, 1000) == USNIC_RX_DUP && usnic_rel_rx_check(&rel, 1001) == USNIC_RX_DUP,
+          "rel/rx_dup_already_seen_in_order", "expected=%u", rel.rx.expected);
+    check(usnic_rel_rx_check(&rel, 1005) == USNIC_RX_DUP && usnic_rel_rx_check(&rel, 1004) == USNIC_RX_NEW,
+          "rel/rx_dup_already_seen_out_of_order", "verdicts wrong for 1004/1005");
+    check(usnic_rel_rx_check(&rel, 1002u - 17u) == USNIC_RX_DUP
+              && usnic_rel_rx_check(&rel, 1002u - 5000u) == USNIC_RX_DUP,
+          "rel/rx_dup_older_than_window", "old seqs not DUP");
+    check(usnic_rel_rx_check(&rel, 1017) == USNIC_RX_NEW && usnic_rel_rx_check(&rel, 1018) == USNIC_RX_BEYOND
+              && usnic_rel_rx_check(&rel, 1002u + 5000u) == USNIC_RX_BEYOND,
+          "rel/rx_beyond_window", "window edge wrong");
+
+    /* usnic_rel_rx_check() changes nothing */
+    snap = rel;
+    memcpy(seen_snap, rel.rx.seen, 16);
+    for (uint32_t d = 0; d < 40; d++) {
+        (void) usnic_rel_rx_check(&rel, 990u + d);
+    }
+    check(0 == memcmp(&snap, &rel, sizeof(rel)) && 0 == memcmp(seen_snap, rel.rx.seen, 16),
+          "rel/rx_check_is_pure", "state changed");
+
+    usnic_rel_ack_sent(&rel);
+    usnic_rel_rx_duplicate(&rel);
+    check(rel.stats.rx_dup == 1 && rel.rx.ack_now && usnic_rel_ack_due(&rel, 0, 1000000),
+          "rel/rx_duplicate_acks_at_once", "rx_dup=%" PRIu64 " ack_now=%d", rel.stats.rx_dup,
+          rel.rx.ack_now);
+    usnic_rel_fini(&rel);
+
+    /* around the wrap */
+    rel_setup(&rel, &r, 16, 0, 0xFFFFFFF8u, 3);
+    ok = usnic_rel_rx_check(&rel, 0xFFFFFFF8u) == USNIC_RX_NEW && usnic_rel_rx_check(&rel, 0xFFFFFFF7u) == USNIC_RX_DUP
+         && usnic_rel_rx_check(&rel, 7) == USNIC_RX_NEW && usnic_rel_rx_check(&rel, 8) == USNIC_RX_BEYOND;
+    for (uint32_t s = 3; s != 0xFFFFFFF8u; s--) { /* 3, 2, 1, 0, 0xFFFFFFFF .. 0xFFFFFFF9 */
+        usnic_rel_rx_commit(&rel, s, 0);
+    }
+    ok = ok && rel.rx.expected == 0xFFFFFFF8u;
+    usnic_rel_rx_commit(&rel, 0xFFFFFFF8u, 0);
+    ok = ok && rel.rx.expected == 4 && usnic_rel_rx_ack_value(&rel) == 3
+         && usnic_rel_rx_check(&rel, 0xFFFFFFFFu) == USNIC_RX_DUP && usnic_rel_rx_check(&rel, 2) == USNIC_RX_DUP
+         && usnic_rel_rx_check(&rel, 4) == USNIC_RX_NEW && usnic_rel_rx_check(&rel, 19) == USNIC_RX_NEW
+         && usnic_rel_rx_check(&rel, 20) == USNIC_RX_BEYOND;
+    check(ok, "rel/rx_window_across_wrap", "expected=%u", rel.rx.expected);
+    usnic_rel_fini(&rel);
+}
+
+/* Commit in random order within the window, against a model, across the wrap. */
+static void test_rel_rx_model(void)
+{
+    enum { WIN = 32, TOTAL = 3000 };
+    const usnic_seq_t isn = 0xFFFFFC00u;
+    struct usnic_rel rel;
+    struct rec r;
+    struct sim_rng rng;
+    static uint8_t got[TOTAL + WIN];
+    uint32_t low = 0; /* model: first index not received */
+    int bad = 0;
+    char why[160] = "";
+
+    check_seed = 0xC0FFEE;
+    sim_rng_seed(&rng, check_seed);
+    memset(got, 0, sizeof(got));
+    rel_setup(&rel, &r, WIN, 0, isn, 3);
+    while (low < TOTAL) {
+        uint32_t i = low + (uint32_t) sim_rng_below(&rng, WIN);
+        enum usnic_rx_verdict v = usnic_rel_rx_check(&rel, isn + i);
+        enum usnic_rx_verdict want = got[i] ? USNIC_RX_DUP : USNIC_RX_NEW;
+        if (v != want && !bad++) {
+            snprintf(why, sizeof(why), "seq %#x: verdict %d want %d", isn + i, v, want);
+        }
+        if (USNIC_RX_NEW == v) {
+            usnic_rel_rx_commit(&rel, isn + i, 0);
+            got[i] = 1;
+            while (got[low]) {
+                low++;
+            }
+        }
+        if (rel.rx.expected != isn + low && !bad++) {
+            snprintf(why, sizeof(why), "expected %#x want %#x", rel.rx.expected, isn + low);
+        }
+        if (usnic_rel_rx_check(&rel, isn + low + WIN) != USNIC_RX_BEYOND && !bad++) {
+            snprintf(why, sizeof(why), "seq %#x not BEYOND", isn + low + WIN);
+        }
+    }
+    check(0 == bad, "rel/rx_random_commit_model_across_wrap", "%d mismatches, first: %s", bad, why);
+    usnic_rel_fini(&rel);
+}
+
+static void test_rel_ack_delay(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    bool ok;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 8, 0, 5, 3);
+    ok = !usnic_rel_ack_due(&rel, 0, 50) && !usnic_rel_ack_due(&rel, 999999, 50);
+    usnic_rel_rx_commit(&rel, 5, 1000);
+    ok = ok && rel.rx.ack_owed && !usnic_rel_ack_due(&rel, 1000, 50)
+         && !usnic_rel_ack_due(&rel, 1049, 50) && usnic_rel_ack_due(&rel, 1050, 50);
+    usnic_rel_ack_sent(&rel);
+    ok = ok && !usnic_rel_ack_due(&rel, 5000, 50);
+    usnic_rel_rx_commit(&rel, 6, 2000);
+    usnic_rel_rx_commit(&rel, 7, 2030); /* the delay runs from the first owed packet */
+    ok = ok && usnic_rel_ack_due(&rel, 2050, 50) && usnic_rel_rx_ack_value(&rel) == 7;
+    usnic_rel_ack_sent(&rel);
+    check(ok, "rel/ack_delay", "delayed-ACK timing wrong");
+    usnic_rel_fini(&rel);
+}
+
+/* ================================================================ simulated connections */
+
+struct put_zone {
+    uint8_t *mem; /* guard + region + guard */
+    size_t len;
+    uint64_t key;
+    uint64_t used; /* bytes of the region handed out to PUTs */
+};
+
+#define GUARD 64
+#define ZONE_FILL 0x5A
+#define GUARD_FILL 0xC3
+
+static void zone_init(struct sim *s, int at, struct put_zone *z, size_t len)
+{
+    z->len = len;
+    z->used = 0;
+    z->mem = malloc(len + 2 * GUARD);
+    memset(z->mem, GUARD_FILL, len + 2 * GUARD);
+    memset(z->mem + GUARD, ZONE_FILL, len);
+    if (0 != usnic_reg_add(&s->ep[at].reg, (uint64_t) (uintptr_t) (z->mem + GUARD), len, &z->key)) {
+        fprintf(stderr, "usnic_reg_add failed\n");
+        exit(2);
+    }
+}
+
+/* The region holds the PUTs of `from` that targeted it and ZONE_FILL elsewhere. */
+static bool zone_ok(const struct sim *s, int from, const struct put_zone *z, char *why, size_t n)
+{
+    uint8_t *expect = malloc(z->len);
+    bool ok = true;
+
+    memset(expect, ZONE_FILL, z->len);
+    for (uint32_t k = 0; k < s->ep[from].nmsgs; k++) {
+        const struct sim_msg *m = &s->ep[from].msgs[k];
+        if (SIM_MSG_PUT == m->kind && m->reg_key == z->key) {
+            sim_msg_fill(m->key, 0, expect + m->reg_offset, (size_t) m->len);
+        }
+    }
+    for (size_t i = 0; i < GUARD && ok; i++) {
+        if (z->mem[i] != GUARD_FILL || z->mem[GUARD + z->len + i] != GUARD_FILL) {
+            snprintf(why, n, "guard byte %zu overwritten", i);
+            ok = false;
+        }
+    }
+    if (ok && 0 != memcmp(expect, z->mem + GUARD, z->len)) {
+        size_t i = 0;
+        while (expect[i] == z->mem[GUARD + i]) {
+            i++;
+        }
+        snprintf(why, n, "region byte %zu is %#x, want %#x", i, z->mem[GUARD + i], expect[i]);
+        ok = false;
+    }
+    free(expect);
+    return ok;
+}
+
+static uint64_t pick_size(struct sim_rng *rng)
+{
+    uint64_t p = sim_rng_below(rng, 100);
+    if (p < 25) {
+        return sim_rng_range(rng, 0, 64);
+    }
+    if (p < 55) {
+        return sim_rng_range(rng, 65, 1400);
+    }
+    if (p < 80) {
+        return sim_rng_range(rng, 1401, 16384);
+    }
+    if (p < 95) {
+        return sim_rng_range(rng, 16385, 65536);
+    }
+    return sim_rng_range(rng, 65537, 200 * 1024);
+}
+
+/* A mix of sends (sizes 0 .. 200 KiB, the edges always included) and PUTs into z. */
+static void queue_mix(struct sim *s, int from, struct sim_rng *rng, int nrandom, int nputs,
+                      struct put_zone *z)
+{
+    static const uint64_t edges[] = {0, 1, 63, 1399, 1400, 1401, 2799, 2800, 2801, 65536,
+                                     200 * 1024};
+    for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
+        sim_send(s, from, edges[i], (uint8_t) sim_rng_next(rng));
+    }
+    for (int i = 0; i < nrandom; i++) {
+        sim_send(s, from, pick_size(rng), (uint8_t) sim_rng_next(rng));
+        if (z && nputs > 0 && sim_rng_below(rng, 4) == 0) {
+            uint64_t len = sim_rng_range(rng, 1, 20000);
+            uint64_t off = z->used + sim_rng_range(rng, 0, 100);
+            if (off + len <= z->len) {
+                sim_put(s, from, z->key, off, len);
+                z->used = off + len;
+                nputs--;
+            }
+        }
+    }
+}
+
+static bool parse_level_drops(const struct sim *s, char *why, size_t n)
+{
+    static const enum usnic_drop_reason bad[] = {
+        USNIC_DROP_SHORT,       USNIC_DROP_VERSION,   USNIC_DROP_TYPE,      USNIC_DROP_JOB_KEY,
+        USNIC_DROP_LENGTH,      USNIC_DROP_SENDER,    USNIC_DROP_CHUNK_RANGE, USNIC_DROP_PUT_RANGE,
+        USNIC_DROP_ACK_RANGE,   USNIC_DROP_INJECTED};
+    for (int i = 0; i < 2; i++) {
+        for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+            if (s->ep[i].drops[bad[k]]) {
+                snprintf(why, n, "%c dropped %" PRIu64 " packets as %s", 'A' + i,
+                         s->ep[i].drops[bad[k]], usnic_drop_reason_name(bad[k]));
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static bool resources_clean(const struct sim *s, char *why, size_t n)
+{
+    for (int i = 0; i < 2; i++) {
+        const struct sim_ep *ep = &s->ep[i];
+        if (ep->st.segs_live || ep->st.reasm_live || ep->rq_head || s->t_head || s->nheap
+            || usnic_rel_tx_inflight(&ep->rel)) {
+            snprintf(why, n, "%c: segs_live=%" PRId64 " reasm_live=%" PRId64 " resendq=%d timers=%d",
+                     'A' + i, ep->st.segs_live, ep->st.reasm_live, ep->rq_head != NULL,
+                     s->t_head != NULL);
+            return false;
+        }
+    }
+    return true;
+}
+
+enum { RETRANS_ZERO, RETRANS_SOME, RETRANS_ANY };
+
+static void run_mix_case(const char *label, uint64_t seed, double loss, double dup, double reorder,
+                         int expect_retrans)
+{
+    struct sim_cfg cfg;
+    struct sim s;
+    struct sim_rng rng;
+    struct put_zone za, zb;
+    char name[128], why[512] = "", sum[1024];
+    int rc;
+    uint64_t nmsgs;
+
+    check_seed = seed;
+    sim_cfg_default(&cfg);
+    cfg.seed = seed;
+    cfg.loss = loss;
+    cfg.dup = dup;
+    cfg.reorder = reorder;
+    cfg.reorder_max_ns = 300 * US;
+    sim_init(&s, &cfg);
+    sim_rng_seed(&rng, seed ^ 0xABCDEF);
+    zone_init(&s, SIM_B, &zb, 300 * 1024); /* A PUTs into B */
+    zone_init(&s, SIM_A, &za, 300 * 1024); /* B PUTs into A */
+    queue_mix(&s, SIM_A, &rng, 90, 12, &zb);
+    queue_mix(&s, SIM_B, &rng, 90, 12, &za);
+    nmsgs = s.ep[0].nmsgs + s.ep[1].nmsgs;
+
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    sim_summary(&s, sum, sizeof(sum));
+
+    snprintf(name, sizeof(name), "mix/%s/completes", label);
+    check(0 == rc, name, "%s; %s", s.err, sum);
+
+    snprintf(name, sizeof(name), "mix/%s/exactly_once_intact_both_directions", label);
+    rc = sim_verify(&s, why, sizeof(why));
+    check(0 == rc && s.ep[0].st.delivered + s.ep[1].st.delivered == nmsgs, name,
+          "%s (delivered %" PRIu64 "+%" PRIu64 " of %" PRIu64 ")", why, s.ep[0].st.delivered,
+          s.ep[1].st.delivered, nmsgs);
+
+    snprintf(name, sizeof(name), "mix/%s/put_targets_exact", label);
+    {
+        char w1[160] = "", w2[160] = "";
+        bool ok1 = zone_ok(&s, SIM_A, &zb, w1, sizeof(w1));
+        bool ok2 = zone_ok(&s, SIM_B, &za, w2, sizeof(w2));
+        check(ok1 && ok2, name, "A->B: %s B->A: %s", w1, w2);
+    }
+
+    snprintf(name, sizeof(name), "mix/%s/retransmit_counters", label);
+    if (RETRANS_ZERO == expect_retrans) {
+        check(0 == sim_retrans(&s) && 0 == s.ep[0].st.tx_resent + s.ep[1].st.tx_resent, name,
+              "expected no retransmission: %s", sum);
+    } else if (RETRANS_SOME == expect_retrans) {
+        check(sim_retrans(&s) > 0 && s.ep[0].st.tx_resent + s.ep[1].st.tx_resent > 0, name,
+              "expected retransmissions: %s", sum);
+    }
+
+    snprintf(name, sizeof(name), "mix/%s/only_expected_drop_reasons", label);
+    why[0] = '\0';
+    {
+        bool bad = parse_level_drops(&s, why, sizeof(why));
+        uint64_t dups = s.ep[0].drops[USNIC_DROP_DUPLICATE] + s.ep[1].drops[USNIC_DROP_DUPLICATE];
+        if (!bad && dup > 0 && 0 == dups) {
+            bad = true;
+            snprintf(why, sizeof(why), "duplicated packets but no DUPLICATE drop");
+        }
+        if (!bad && 0 == loss && 0 == dup && 0 == reorder) {
+            for (int i = 0; i < 2; i++) {
+                for (int k = 1; k < USNIC_DROP__COUNT; k++) {
+                    if (s.ep[i].drops[k]) {
+                        bad = true;
+                        snprintf(why, sizeof(why), "perfect link but %c dropped %s", 'A' + i,
+                                 usnic_drop_reason_name((enum usnic_drop_reason) k));
+                    }
+                }
+            }
+        }
+        check(!bad, name, "%s; %s", why, sum);
+    }
+
+    snprintf(name, sizeof(name), "mix/%s/resources_released", label);
+    why[0] = '\0';
+    check(resources_clean(&s, why, sizeof(why)), name, "%s", why);
+
+    sim_fini(&s);
+    free(za.mem);
+    free(zb.mem);
+}
+
+static void test_mix_matrix(void)
+{
+    run_mix_case("loss0_clean", 0x1001, 0.0, 0.0, 0.0, RETRANS_ZERO);
+    run_mix_case("loss0_dup5_reorder", 0x1002, 0.0, 0.05, 0.2, RETRANS_ANY);
+    run_mix_case("loss1_dup5_reorder", 0x1003, 0.01, 0.05, 0.2, RETRANS_SOME);
+    run_mix_case("loss10_dup5_reorder", 0x1004, 0.10, 0.05, 0.2, RETRANS_SOME);
+    run_mix_case("loss30_dup5_reorder", 0x1005, 0.30, 0.05, 0.2, RETRANS_SOME);
+    run_mix_case("loss10_clean_order", 0x1006, 0.10, 0.0, 0.0, RETRANS_SOME);
+}
+
+/* Connections through the 2^32 wrap, re-initialised at several ISNs, small window. */
+static void test_wrap_runs(void)
+{
+    static const uint32_t isns[] = {0xFFFFFF00u, 0xFFFFFFF0u, 0xFFFFFFFFu, 0x00000000u,
+                                    0x7FFFFF80u, 0xFFFFFF37u};
+    for (size_t i = 0; i < sizeof(isns) / sizeof(isns[0]); i++) {
+        struct sim_cfg cfg;
+        struct sim s;
+        char name[96], why[512] = "", sum[1024];
+        int rc;
+        bool crossed = true;
+
+        check_seed = 0x3000 + i;
+        sim_cfg_default(&cfg);
+        cfg.seed = check_seed;
+        cfg.loss = 0.10;
+        cfg.dup = 0.05;
+        cfg.reorder = 0.1;
+        cfg.tx_win[0] = cfg.tx_win[1] = 8;
+        cfg.rx_win[0] = cfg.rx_win[1] = 8;
+        cfg.isn[0] = isns[i];
+        cfg.isn[1] = isns[i] + 0x41u;
+        cfg.first_msg_id[0] = 0xFFFFFFF8u; /* chunk msg_ids wrap too */
+        cfg.first_msg_id[1] = 0xFFFFFFFDu;
+        sim_init(&s, &cfg);
+        for (int k = 0; k < 300; k++) {
+            sim_send(&s, SIM_A, (k % 25 == 0) ? 5000 : (uint64_t) (k % 200), (uint8_t) k);
+            sim_send(&s, SIM_B, (k % 31 == 0) ? 3000 : (uint64_t) ((k * 7) % 300), (uint8_t) k);
+        }
+        rc = sim_run(&s, SIM_LIMIT_NS);
+        sim_summary(&s, sum, sizeof(sum));
+        if (0 == rc) {
+            rc = sim_verify(&s, why, sizeof(why));
+        } else {
+            snprintf(why, sizeof(why), "%s", s.err);
+        }
+        for (int e = 0; e < 2; e++) {
+            const struct sim_ep *ep = &s.ep[e];
+            uint64_t end = (uint64_t) ep->tx_isn + ep->nsegs;
+            uint64_t boundary = (ep->tx_isn < 0x80000000u) ? 0x80000000ull : 0x100000000ull;
+            if (end <= boundary || ep->rel.tx.next != (uint32_t) end
+                || s.ep[1 - e].rel.rx.expected != (uint32_t) end) {
+                crossed = false;
+            }
+        }
+        snprintf(name, sizeof(name), "wrap/isn_%08x/exactly_once_through_wrap", isns[i]);
+        check(0 == rc && crossed, name, "crossed=%d %s; %s", crossed, why, sum);
+    }
+}
+
+/* Small window: the sender blocks, never exceeds it, and resumes as ACKs arrive. */
+static void test_window_block(void)
+{
+    struct sim_cfg cfg;
+    struct sim s;
+    char why[512] = "", sum[1024];
+    uint64_t closed_obs = 0, violations = 0, steps = 0;
+    usnic_seq_t prev_next, prev_acked;
+    bool prev_closed = false;
+    int rc = 0;
+
+    check_seed = 0x4001;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    cfg.tx_win[0] = cfg.rx_win[1] = 8;
+    sim_init(&s, &cfg);
+    for (int k = 0; k < 150; k++) {
+        sim_send(&s, SIM_A, (k % 40 == 39) ? 20000 : 500, (uint8_t) k);
+    }
+    prev_next = s.ep[0].rel.tx.next;
+    prev_acked = s.ep[0].rel.tx.acked;
+    while (!sim_quiescent(&s)) {
+        const struct usnic_rel *rel = &s.ep[0].rel;
+        bool closed;
+        if (!sim_step(&s) || s.now > SIM_LIMIT_NS || ++steps > 10000000) {
+            rc = -1;
+            break;
+        }
+        if (usnic_rel_tx_inflight(rel) > 8) {
+            violations++;
+        }
+        /* while closed, a push is only possible after an ACK moved the edge */
+        if (prev_closed && rel->tx.next != prev_next && rel->tx.acked == prev_acked) {
+            violations++;
+        }
+        closed = !usnic_rel_tx_window_open(rel);
+        if (closed && s.ep[0].next_msg < s.ep[0].nmsgs) {
+            closed_obs++;
+            if (usnic_rel_tx_inflight(rel) != 8) {
+                violations++;
+            }
+        }
+        prev_closed = closed;
+        prev_next = rel->tx.next;
+        prev_acked = rel->tx.acked;
+    }
+    sim_summary(&s, sum, sizeof(sum));
+    check(0 == rc && 0 == violations && s.ep[0].st.max_inflight == 8,
+          "window/never_exceeded_no_push_while_closed",
+          "rc=%d violations=%" PRIu64 " max_inflight=%u; %s", rc, violations,
+          s.ep[0].st.max_inflight, sum);
+    check(closed_obs > 0 && s.ep[0].st.blocked > 0, "window/sender_blocked_on_full_window",
+          "closed_obs=%" PRIu64 " blocked=%" PRIu64, closed_obs, s.ep[0].st.blocked);
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+    check(0 == rc && s.ep[1].st.delivered == 150 && 0 == sim_retrans(&s),
+          "window/resumed_and_all_delivered", "%s; %s", why, sum);
+    sim_fini(&s);
+
+    /* receive window smaller than the send window: BEYOND drops, still delivered */
+    check_seed = 0x4002;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    cfg.tx_win[0] = 32;
+    cfg.rx_win[1] = 8;
+    cfg.reorder = 0.3;
+    sim_init(&s, &cfg);
+    for (int k = 0; k < 200; k++) {
+        sim_send(&s, SIM_A, (uint64_t) (k * 37) % 3000, (uint8_t) k);
+    }
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    sim_summary(&s, sum, sizeof(sum));
+    why[0] = '\0';
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+    check(0 == rc && s.ep[1].drops[USNIC_DROP_WINDOW] > 0,
+          "window/rx_window_smaller_than_tx_window", "%s %s; %s", why, s.err, sum);
+    sim_fini(&s);
+}
+
+/* ---- fast retransmit: one dropped packet recovered by duplicate ACKs ---- */
+
+struct drop_one {
+    uint32_t module, seq;
+    int count;       /* transmissions of seq seen */
+    uint64_t t[4];   /* their times */
+    uint64_t dropped;
+};
+
+static int drop_one_filter(struct sim *s, int from, const uint8_t *pkt, size_t len, void *arg)
+{
+    struct drop_one *d = arg;
+    struct usnic_pkt_hdr h;
+
+    (void) from;
+    if (len < sizeof(h)) {
+        return 0;
+    }
+    memcpy(&h, pkt, sizeof(h));
+    if (h.src_module == d->module && USNIC_PKT_ACK != h.type && h.seq == d->seq) {
+        if (d->count < 4) {
+            d->t[d->count] = s->now;
+        }
+        if (0 == d->count++) {
+            d->dropped++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void test_fast_retransmit(void)
+{
+    struct sim_cfg cfg;
+    struct sim s;
+    struct drop_one d;
+    char why[512] = "", sum[1024];
+    int rc;
+
+    check_seed = 0x5001;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    cfg.ps_per_byte = 8000; /* 1 Gb/s: packets spaced ~8.6 us, ACKs every 50 us */
+    sim_init(&s, &cfg);
+    memset(&d, 0, sizeof(d));
+    d.module = cfg.module_id[0];
+    d.seq = cfg.isn[0] + 20;
+    s.filter = drop_one_filter;
+    s.filter_arg = &d;
+    for (int k = 0; k < 300; k++) {
+        sim_send(&s, SIM_A, 1000, (uint8_t) k);
+    }
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    sim_summary(&s, sum, sizeof(sum));
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+    check(0 == rc && d.dropped == 1, "fast_retransmit/single_drop_delivered_exactly_once",
+          "%s %s; %s", why, s.err, sum);
+    check(s.ep[0].rel.stats.retrans_fast > 0 && s.ep[0].rel.stats.dup_acks >= cfg.fast_retrans_dups,
+          "fast_retransmit/duplicate_acks_triggered_it", "fast=%" PRIu64 " dup_acks=%" PRIu64 "; %s",
+          s.ep[0].rel.stats.retrans_fast, s.ep[0].rel.stats.dup_acks, sum);
+    check(0 == s.ep[0].rel.stats.retrans_timeout && d.count >= 2 && d.t[1] - d.t[0] < cfg.rto_ns,
+          "fast_retransmit/recovered_before_timer", "timeouts=%" PRIu64
+          " transmissions=%d resent after %" PRIu64 " ns (rto %" PRIu64 ")",
+          s.ep[0].rel.stats.retrans_timeout, d.count, d.count >= 2 ? d.t[1] - d.t[0] : 0,
+          cfg.rto_ns);
+    sim_fini(&s);
+
+    /* with fast retransmit disabled, the timer alone recovers every loss */
+    check_seed = 0x5002;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    cfg.fast_retrans_dups = 0;
+    cfg.loss = 0.05;
+    cfg.reorder = 0.1;
+    sim_init(&s, &cfg);
+    for (int k = 0; k < 200; k++) {
+        sim_send(&s, SIM_A, (uint64_t) (k * 97) % 6000, (uint8_t) k);
+        sim_send(&s, SIM_B, (uint64_t) (k * 53) % 4000, (uint8_t) k);
+    }
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    sim_summary(&s, sum, sizeof(sum));
+    why[0] = '\0';
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+    check(0 == rc && 0 == s.ep[0].rel.stats.retrans_fast + s.ep[1].rel.stats.retrans_fast
+              && s.ep[0].rel.stats.retrans_timeout + s.ep[1].rel.stats.retrans_timeout > 0,
+          "fast_retransmit/disabled_timer_only_recovery", "%s %s; %s", why, s.err, sum);
+    sim_fini(&s);
+}
+
+/* ---- duplicates, BEYOND and bad ACKs through the receive path ---- */
+
+struct capture {
+    uint32_t module;
+    uint8_t first[USNIC_HDR_LEN_MAX + 1400];
+    size_t first_len;
+    uint8_t chunk[USNIC_HDR_LEN_MAX + 1400];
+    size_t chunk_len;
+};
+
+static int capture_filter(struct sim *s, int from, const uint8_t *pkt, size_t len, void *arg)
+{
+    struct capture *c = arg;
+    struct usnic_pkt_hdr h;
+
+    (void) s;
+    (void) from;
+    memcpy(&h, pkt, sizeof(h));
+    if (h.src_module != c->module || len > sizeof(c->first)) {
+        return 0;
+    }
+    if (USNIC_PKT_FRAG == h.type && 0 == c->first_len) {
+        memcpy(c->first, pkt, len);
+        c->first_len = len;
+    }
+    if (USNIC_PKT_CHUNK == h.type && 0 == c->chunk_len) {
+        memcpy(c->chunk, pkt, len);
+        c->chunk_len = len;
+    }
+    return 0;
+}
+
+static void test_rx_path_dup_beyond(void)
+{
+    struct sim_cfg cfg;
+    struct sim s;
+    struct capture *c = calloc(1, sizeof(*c));
+    char why[512] = "", sum[1024];
+    uint64_t deliv, dups, rxdup, acks;
+    int rc;
+
+    check_seed = 0x6001;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    sim_init(&s, &cfg);
+    c->module = cfg.module_id[0];
+    s.filter = capture_filter;
+    s.filter_arg = c;
+    sim_send(&s, SIM_A, 100, 1);
+    sim_send(&s, SIM_A, 5000, 2);
+    for (int k = 0; k < 200; k++) {
+        sim_send(&s, SIM_A, 300, 3); /* push the first packets far behind the window */
+    }
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    s.filter = NULL;
+    deliv = s.ep[1].st.delivered;
+    dups = s.ep[1].drops[USNIC_DROP_DUPLICATE];
+    rxdup = s.ep[1].rel.stats.rx_dup;
+    sim_deliver_now(&s, SIM_B, c->first, c->first_len);
+    sim_deliver_now(&s, SIM_B, c->chunk, c->chunk_len);
+    check(0 == rc && c->first_len && c->chunk_len && s.ep[1].st.delivered == deliv
+              && s.ep[1].drops[USNIC_DROP_DUPLICATE] == dups + 2 && s.ep[1].rel.stats.rx_dup == rxdup + 2
+              && s.ep[1].rel.rx.ack_now && 0 == s.ep[1].st.reasm_live,
+          "rxpath/replayed_old_packets_dropped_as_duplicate",
+          "rc=%d delivered %" PRIu64 "->%" PRIu64 " DUP drops %" PRIu64 "->%" PRIu64, rc, deliv,
+          s.ep[1].st.delivered, dups, s.ep[1].drops[USNIC_DROP_DUPLICATE]);
+    acks = s.ep[1].st.tx_acks;
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    check(0 == rc && s.ep[1].st.tx_acks == acks + 1, "rxpath/duplicate_triggers_immediate_ack",
+          "acks %" PRIu64 " -> %" PRIu64, acks, s.ep[1].st.tx_acks);
+
+    /* a data packet beyond B's receive window */
+    {
+        struct usnic_pkt_hdr h;
+        uint64_t buf[64];
+        uint8_t payload[16] = {0};
+        size_t len;
+        usnic_seq_t exp = s.ep[1].rel.rx.expected;
+        sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 0, cfg.module_id[0], cfg.job_key,
+                     exp + s.ep[1].rel.rx.win_size, 0);
+        len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, payload, sizeof(payload));
+        deliv = s.ep[1].st.delivered;
+        sim_deliver_now(&s, SIM_B, buf, len);
+        check(s.ep[1].drops[USNIC_DROP_WINDOW] == 1 && s.ep[1].st.delivered == deliv
+                  && s.ep[1].rel.rx.expected == exp && 0 == s.ep[1].st.unexpected,
+              "rxpath/beyond_window_dropped", "WINDOW drops=%" PRIu64,
+              s.ep[1].drops[USNIC_DROP_WINDOW]);
+    }
+    why[0] = '\0';
+    rc = sim_verify(&s, why, sizeof(why));
+    sim_summary(&s, sum, sizeof(sum));
+    check(0 == rc, "rxpath/dup_run_exactly_once", "%s; %s", why, sum);
+    sim_fini(&s);
+    free(c);
+}
+
+static void test_rx_path_bad_ack(void)
+{
+    struct sim_cfg cfg;
+    struct sim s;
+    struct usnic_pkt_hdr h;
+    uint64_t buf[64];
+    uint8_t payload[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    char why[512] = "", sum[1024];
+    uint64_t released;
+    uint32_t inflight;
+    usnic_seq_t acked, exp;
+    size_t len;
+    int rc;
+
+    check_seed = 0x7001;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    sim_init(&s, &cfg);
+    for (int k = 0; k < 100; k++) {
+        sim_send(&s, SIM_A, 700, (uint8_t) k);
+        sim_send(&s, SIM_B, 200, (uint8_t) k);
+    }
+    sim_step(&s); /* both push a window's worth */
+    released = s.ep[0].st.released;
+    inflight = usnic_rel_tx_inflight(&s.ep[0].rel);
+    acked = s.ep[0].rel.tx.acked;
+
+    /* explicit ACK from B of a seq A never sent */
+    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, 0, cfg.module_id[1], cfg.job_key, 0,
+                 s.ep[0].rel.tx.next + 3u);
+    len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
+    sim_deliver_now(&s, SIM_A, buf, len);
+    check(inflight > 0 && s.ep[0].drops[USNIC_DROP_ACK_RANGE] == 1 && s.ep[0].rel.stats.bad_acks == 1
+              && s.ep[0].st.released == released && usnic_rel_tx_inflight(&s.ep[0].rel) == inflight
+              && s.ep[0].rel.tx.acked == acked,
+          "rxpath/bad_explicit_ack_dropped_releases_nothing",
+          "ACK_RANGE=%" PRIu64 " released %" PRIu64 "->%" PRIu64,
+          s.ep[0].drops[USNIC_DROP_ACK_RANGE], released, s.ep[0].st.released);
+
+    /* data from B piggy-backing an impossible ACK: the whole packet is dropped */
+    exp = s.ep[0].rel.rx.expected;
+    sim_hdr_init(&h, USNIC_PKT_FRAG, USNIC_PKT_FLAG_ACK, 0, cfg.module_id[1], cfg.job_key, exp,
+                 s.ep[0].rel.tx.next + 1000u);
+    len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, payload, sizeof(payload));
+    sim_deliver_now(&s, SIM_A, buf, len);
+    check(s.ep[0].drops[USNIC_DROP_ACK_RANGE] == 2 && s.ep[0].rel.rx.expected == exp
+              && s.ep[0].st.released == released && 0 == s.ep[0].st.unexpected,
+          "rxpath/bad_piggybacked_ack_drops_packet", "ACK_RANGE=%" PRIu64 " expected %u->%u",
+          s.ep[0].drops[USNIC_DROP_ACK_RANGE], exp, s.ep[0].rel.rx.expected);
+
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    sim_summary(&s, sum, sizeof(sum));
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+    check(0 == rc, "rxpath/traffic_completes_after_bad_acks", "%s %s; %s", why, s.err, sum);
+    sim_fini(&s);
+}
+
+/* Two reassembly slots for many chunked messages: REASSEMBLY drops, then recovery. */
+static void test_reasm_contention(void)
+{
+    struct sim_cfg cfg;
+    struct sim s;
+    char why[512] = "", sum[1024];
+    int rc;
+
+    check_seed = 0x8001;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    cfg.reasm_slots = 2;
+    cfg.reorder = 0.2;
+    sim_init(&s, &cfg);
+    for (int k = 0; k < 40; k++) {
+        sim_send(&s, SIM_A, 6000 + (uint64_t) k, (uint8_t) k);
+        sim_send(&s, SIM_A, 10, (uint8_t) k);
+    }
+    s.ep[1].st.reasm_fail_next = 3; /* and the allocator fails a few times */
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    sim_summary(&s, sum, sizeof(sum));
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+    check(0 == rc && s.ep[1].drops[USNIC_DROP_REASSEMBLY] > 3 && 0 == s.ep[1].st.reasm_live,
+          "reasm/slot_contention_and_alloc_failure_recovered", "%s %s; %s", why, s.err, sum);
+    sim_fini(&s);
+}
+
+int main(void)
+{
+    test_seq_helpers();
+    test_rel_init();
+    test_rel_window_direct();
+    test_rel_bad_ack();
+    test_rel_timeout_resend();
+    test_rel_fast_retrans();
+    test_rel_rx_dup_beyond();
+    test_rel_rx_model();
+    test_rel_ack_delay();
+    test_mix_matrix();
+    test_wrap_runs();
+    test_window_block();
+    test_fast_retransmit();
+    test_rx_path_dup_beyond();
+    test_rx_path_bad_ack();
+    test_reasm_contention();
+    return check_summary("test_rel");
+}
