@@ -862,10 +862,9 @@ static void print_human(void)
            "max", "unit");
     for (int i = 0; i < nresults; i++) {
         struct result *r = &results[i];
-        const char *fmt = strcmp(r->unit, "frac") == 0
-                              ? "# %-7s %9zu %14.6f %14.6f %14.6f %s\n"
-                              : "# %-7s %9zu %14.2f %14.2f %14.2f %s\n";
-        printf(fmt, r->test, r->size, r->med, r->min, r->max, r->unit);
+        int prec = strcmp(r->unit, "frac") == 0 ? 6 : 2;
+        printf("# %-7s %9zu %14.*f %14.*f %14.*f %s\n", r->test, r->size, prec,
+               r->med, prec, r->min, prec, r->max, r->unit);
     }
 }
 

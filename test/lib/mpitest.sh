@@ -84,7 +84,8 @@ run_mpi() {
     shift 2
     MT_RUNS=$((MT_RUNS + 1))
     MT_PROG=$(basename "$prog")
-    RUN_LOG=$TEST_TMP/logs/$MT_NAME.$MT_RUNS.$MT_PROG.log
+    # the script's pid keeps concurrent runs of one script apart
+    RUN_LOG=$TEST_TMP/logs/$MT_NAME.$$.$MT_RUNS.$MT_PROG.log
     dir=$RUN_LOG.d
     rm -rf "$dir"
 
@@ -105,6 +106,7 @@ run_mpi() {
     timeout -k 20 "$TEST_TIMEOUT" "${cmd[@]}" >> "$RUN_LOG" 2>&1 < /dev/null
     rc=$?
     [ $rc -eq 124 ] && echo "# TIMEOUT after ${TEST_TIMEOUT}s" >> "$RUN_LOG"
+    [ -d "$dir" ] || echo "# no per-rank output in $dir" >> "$RUN_LOG"
     for ((r = 0; r < np; r++)); do
         for s in stdout stderr; do
             for f in "$dir"/*/"rank.$r/$s"; do

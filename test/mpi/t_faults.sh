@@ -1,8 +1,9 @@
 #!/bin/bash
 # Pingpong under injected packet loss with a fixed seed:
-#   drop 1%                          max 4 MiB
-#   drop 5%, dup 2%, reorder 5%      max 4 MiB
-#   drop 20%                         max 1 MiB, half the iterations
+#   drop 1%                          max 4 MiB, pingpong -i 1
+#   drop 5%, dup 2%, reorder 5%      max 4 MiB, pingpong -i 0.5
+#   drop 20%                         max 1 MiB, pingpong -i 0.25
+# (pingpong -i scales its iterations per size; every size runs at least once)
 # Each run must still verify all data, usnic must have carried it, and the
 # stats must show that packets were really dropped (inj_drop > 0) and
 # recovered by retransmission (retrans > 0); the 5% run must also show
@@ -10,7 +11,7 @@
 # discarded duplicates (dup_rx > 0).
 #
 # Overrides: FAULT_SEED (4242), FAULT_MAX (4 MiB), FAULT_MAX20 (1 MiB),
-# FAULT_ITERS (pingpong -i for all runs; default 1, 0.5 for the 20% run).
+# FAULT_ITERS (pingpong -i for all three runs).
 # Each mpirun is limited to TEST_TIMEOUT seconds (default 90 here).
 TEST_TIMEOUT=${TEST_TIMEOUT:-90}
 # shellcheck source=../lib/mpitest.sh
@@ -43,11 +44,11 @@ fault_run() {
 
 fault_run "faults drop=0.01" "$max" 1 "inj_drop retrans" \
     --mca btl_usnic_debug_drop_rate 0.01
-fault_run "faults drop=0.05 dup=0.02 reorder=0.05" "$max" 1 \
+fault_run "faults drop=0.05 dup=0.02 reorder=0.05" "$max" 0.5 \
     "inj_drop retrans inj_dup inj_reorder dup_rx" \
     --mca btl_usnic_debug_drop_rate 0.05 \
     --mca btl_usnic_debug_dup_rate 0.02 \
     --mca btl_usnic_debug_reorder_rate 0.05
-fault_run "faults drop=0.20" "$max20" 0.5 "inj_drop retrans" \
+fault_run "faults drop=0.20" "$max20" 0.25 "inj_drop retrans" \
     --mca btl_usnic_debug_drop_rate 0.20
 finish

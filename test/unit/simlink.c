@@ -501,6 +501,8 @@ int sim_init(struct sim *s, const struct sim_cfg *c)
                                 c->isn[1 - i], c->fast_retrans_dups)) {
             return -1;
         }
+        /* as the BTL does: ACK at once after a quarter of the peer's send window */
+        ep->rel.ack_every = (c->tx_win[1 - i] / 4) ? c->tx_win[1 - i] / 4 : 1;
         ep->alloc.get = reasm_get;
         ep->alloc.put = reasm_put;
         ep->alloc.ctx = ep;
@@ -693,15 +695,38 @@ static void oracle_record(struct sim *s, struct sim_ep *ep, usnic_seq_t seq, uin
     ep->seq_msg[ep->nsegs++] = msg;
 }
 
-/* Put a data segment on the wire with the current cumulative ACK piggy-backed. */
-static void transmit_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg)
+/*
+ * Put a data segment on the wire with the current cumulative ACK piggy-backed.
+ * Returns false when the (simulated) local post failed: a first transmission
+ * then goes to the resend queue through usnic_rel_tx_send_failed(), as in the
+ * BTL; a resend stays where it is.
+ */
+static bool post_fails(struct sim *s, struct sim_ep *ep)
+{
+    if (s->cfg.send_fail > 0 && sim_rng_unit(&s->rng) < s->cfg.send_fail) {
+        ep->st.tx_post_failed++;
+        return true;
+    }
+    return false;
+}
+
+static bool post_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg, bool ack_req)
 {
     struct usnic_pkt_hdr *h = (struct usnic_pkt_hdr *) (void *) seg->pkt;
 
-    h->flags = USNIC_PKT_FLAG_ACK;
+    if (post_fails(s, ep)) {
+        return false;
+    }
+    if (seg->q_on) {
+        rq_unlink(ep, seg);
+    }
+    h->flags = USNIC_PKT_FLAG_ACK | (ack_req ? USNIC_PKT_FLAG_ACK_REQ : 0);
     h->ack_seq = usnic_rel_rx_ack_value(&ep->rel);
     xmit(s, ep, seg->pkt, seg->len);
     usnic_rel_ack_sent(&ep->rel);
+    if (ack_req) {
+        ep->st.tx_ack_reqs++;
+    }
     if (0 == seg->rel.sends) {
         seg->first_sent_ns = s->now;
         ep->st.tx_data++;
@@ -710,6 +735,7 @@ static void transmit_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg)
     }
     seg->last_sent_ns = s->now;
     usnic_rel_tx_sent(&ep->rel, &seg->rel);
+    return true;
 }
 
 static void send_ack(struct sim *s, struct sim_ep *ep)
@@ -733,14 +759,15 @@ static bool ep_has_new(const struct sim_ep *ep)
 
 static void pump(struct sim *s, struct sim_ep *ep)
 {
-    /* retransmissions first */
+    /* retransmissions first, in queue order; a failed post stops the queue */
     while (ep->rq_head) {
         struct sim_seg *seg = ep->rq_head;
-        rq_unlink(ep, seg);
-        if (!(seg->rel.state & USNIC_REL_SEG_IN_WINDOW)) {
-            sim_error(s, "seq %u on the resend queue but not in the window", seg->rel.seq);
+        if (!(seg->rel.state & USNIC_REL_SEG_IN_WINDOW) || !(seg->rel.state & USNIC_REL_SEG_RESEND)) {
+            sim_error(s, "seq %u on the resend queue in state %#x", seg->rel.seq, seg->rel.state);
         }
-        transmit_seg(s, ep, seg);
+        if (!post_seg(s, ep, seg, false)) {
+            break;
+        }
     }
     /* new data while the window is open */
     while (ep_has_new(ep)) {
@@ -764,7 +791,9 @@ static void pump(struct sim *s, struct sim_ep *ep)
         if (inflight > ep->st.max_inflight) {
             ep->st.max_inflight = inflight;
         }
-        transmit_seg(s, ep, seg);
+        if (!post_seg(s, ep, seg, s->cfg.ack_req_on_full && !usnic_rel_tx_window_open(&ep->rel))) {
+            usnic_rel_tx_send_failed(&ep->rel, &seg->rel);
+        }
     }
     /* an explicit ACK if one is owed and nothing carried it */
     if (usnic_rel_ack_due(&ep->rel, s->now, s->cfg.ack_delay_ns)) {
@@ -861,6 +890,11 @@ static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size
         ep->st.rx_acks++;
         return;
     }
+    if (v.hdr->flags & USNIC_PKT_FLAG_ACK_REQ) {
+        /* the sender is blocked: ACK without delay (as the BTL does) */
+        ep->rel.rx.ack_now = true;
+        ep->st.rx_ack_reqs++;
+    }
 
     seq = v.hdr->seq;
     switch (usnic_rel_rx_check(&ep->rel, seq)) {
@@ -872,6 +906,7 @@ static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size
         return;
     case USNIC_RX_BEYOND:
     default:
+        ep->rel.stats.rx_beyond++; /* the core leaves this counter to the transport */
         drop(ep, USNIC_DROP_WINDOW);
         return;
     }

@@ -109,6 +109,8 @@ struct sim_cfg {
     uint64_t max_msg_len;     /* usnic_pkt_parse() limit */
     uint64_t job_key;
     uint32_t module_id[2];
+    double send_fail;        /* fraction of posts that fail locally (usnic_rel_tx_send_failed) */
+    bool ack_req_on_full;    /* set USNIC_PKT_FLAG_ACK_REQ on the segment that fills the window */
 };
 
 struct sim_msg {
@@ -151,8 +153,11 @@ struct sim_ep_stats {
     uint64_t tx_data;      /* first transmissions of data segments */
     uint64_t tx_resent;    /* retransmissions */
     uint64_t tx_acks;      /* explicit ACK packets */
+    uint64_t tx_post_failed; /* posts that failed locally */
+    uint64_t tx_ack_reqs;  /* data packets sent with USNIC_PKT_FLAG_ACK_REQ */
     uint64_t rx_pkts;      /* datagrams received */
     uint64_t rx_acks;      /* ACK packets accepted */
+    uint64_t rx_ack_reqs;  /* packets that asked for an immediate ACK */
     uint64_t rx_accepted;  /* data packets committed */
     uint64_t delivered;    /* messages delivered (SEND completed or PUT completed) */
     uint64_t delivered_bytes;

@@ -338,8 +338,10 @@ static void test_rel_fast_retrans(void)
     check(ok && r.resends == 0 && rel.stats.dup_acks == 2, "rel/two_dup_acks_no_retransmit",
           "resends=%d dup_acks=%" PRIu64, r.resends, rel.stats.dup_acks);
     usnic_rel_tx_ack(&rel, 10, true);
+    /* cancels: 10's timer when it was acked, then 11's when it was queued */
     check(r.resends == 1 && r.resent_seq[0] == 11 && rel.stats.retrans_fast == 1
-              && r.cancels == 1 && (segs[1].state & USNIC_REL_SEG_RESEND),
+              && r.cancels == 2 && (segs[1].state & USNIC_REL_SEG_RESEND)
+              && !(segs[1].state & USNIC_REL_SEG_TIMER),
           "rel/third_dup_ack_fast_retransmits_oldest", "resends=%d seq=%u fast=%" PRIu64,
           r.resends, r.resends ? r.resent_seq[0] : 0, rel.stats.retrans_fast);
     usnic_rel_tx_ack(&rel, 10, true);
@@ -526,6 +528,57 @@ static void test_rel_ack_delay(void)
     usnic_rel_fini(&rel);
 }
 
+static void test_rel_ack_every(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    bool ok = true;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 64, 0, 100, 3);
+    rel.ack_every = 16;
+    for (uint32_t i = 0; i < 15; i++) {
+        usnic_rel_rx_commit(&rel, 100 + i, 1000);
+        ok = ok && !usnic_rel_ack_due(&rel, 1000, 50000);
+    }
+    usnic_rel_rx_commit(&rel, 115, 1000);
+    ok = ok && usnic_rel_ack_due(&rel, 1000, 50000);
+    usnic_rel_ack_sent(&rel);
+    ok = ok && !usnic_rel_ack_due(&rel, 1000, 50000) && 0 == rel.rx.unacked;
+    check(ok, "rel/ack_every_n_packets", "ACK not due exactly at the ack_every-th packet");
+    usnic_rel_fini(&rel);
+}
+
+static void test_rel_send_failed(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    struct usnic_rel_seg segs[4];
+    bool ok;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 8, 30, 0, 3);
+    usnic_rel_tx_push(&rel, &segs[0]);
+    usnic_rel_tx_send_failed(&rel, &segs[0]); /* never reached the wire */
+    usnic_rel_tx_send_failed(&rel, &segs[0]); /* again while queued: no second queueing */
+    ok = r.resends == 1 && r.arms == 0 && r.cancels == 0 && segs[0].sends == 0
+         && (segs[0].state & USNIC_REL_SEG_RESEND) && 0 == rel.stats.retrans_timeout
+         && 0 == rel.stats.retrans_fast;
+    usnic_rel_tx_sent(&rel, &segs[0]);
+    ok = ok && r.arms == 1 && segs[0].sends == 1 && !(segs[0].state & USNIC_REL_SEG_RESEND);
+    check(ok, "rel/send_failed_queues_without_counting_retransmit",
+          "resends=%d arms=%d sends=%u state=%#x", r.resends, r.arms, segs[0].sends,
+          segs[0].state);
+
+    /* a resend whose post fails: the armed timer is cancelled, it is queued again */
+    usnic_rel_tx_send_failed(&rel, &segs[0]);
+    ok = r.cancels == 1 && r.resends == 2 && !(segs[0].state & USNIC_REL_SEG_TIMER);
+    ok = ok && usnic_rel_tx_ack(&rel, 30, false) == 1 && r.resend_cancels == 1 && !r.state_bad;
+    check(ok, "rel/send_failed_after_send_and_ack_while_queued", "cancels=%d resend_cancels=%d",
+          r.cancels, r.resend_cancels);
+    usnic_rel_fini(&rel);
+}
+
 /* ================================================================ simulated connections */
 
 struct put_zone {
@@ -659,8 +712,16 @@ static bool resources_clean(const struct sim *s, char *why, size_t n)
 
 enum { RETRANS_ZERO, RETRANS_SOME, RETRANS_ANY };
 
+static void run_mix_case_ex(const char *label, uint64_t seed, double loss, double dup,
+                            double reorder, double send_fail, int expect_retrans);
 static void run_mix_case(const char *label, uint64_t seed, double loss, double dup, double reorder,
                          int expect_retrans)
+{
+    run_mix_case_ex(label, seed, loss, dup, reorder, 0.0, expect_retrans);
+}
+
+static void run_mix_case_ex(const char *label, uint64_t seed, double loss, double dup,
+                            double reorder, double send_fail, int expect_retrans)
 {
     struct sim_cfg cfg;
     struct sim s;
@@ -677,6 +738,7 @@ static void run_mix_case(const char *label, uint64_t seed, double loss, double d
     cfg.dup = dup;
     cfg.reorder = reorder;
     cfg.reorder_max_ns = 300 * US;
+    cfg.send_fail = send_fail;
     sim_init(&s, &cfg);
     sim_rng_seed(&rng, seed ^ 0xABCDEF);
     zone_init(&s, SIM_B, &zb, 300 * 1024); /* A PUTs into B */
@@ -754,6 +816,8 @@ static void test_mix_matrix(void)
     run_mix_case("loss10_dup5_reorder", 0x1004, 0.10, 0.05, 0.2, RETRANS_SOME);
     run_mix_case("loss30_dup5_reorder", 0x1005, 0.30, 0.05, 0.2, RETRANS_SOME);
     run_mix_case("loss10_clean_order", 0x1006, 0.10, 0.0, 0.0, RETRANS_SOME);
+    /* local post failures are resent from the queue but are not retransmissions */
+    run_mix_case_ex("loss0_postfail5", 0x1007, 0.0, 0.0, 0.0, 0.05, RETRANS_ZERO);
 }
 
 /* Connections through the 2^32 wrap, re-initialised at several ISNs, small window. */
@@ -777,11 +841,11 @@ static void test_wrap_runs(void)
         cfg.tx_win[0] = cfg.tx_win[1] = 8;
         cfg.rx_win[0] = cfg.rx_win[1] = 8;
         cfg.isn[0] = isns[i];
-        cfg.isn[1] = isns[i] + 0x41u;
+        cfg.isn[1] = isns[i] - 0x41u;
         cfg.first_msg_id[0] = 0xFFFFFFF8u; /* chunk msg_ids wrap too */
         cfg.first_msg_id[1] = 0xFFFFFFFDu;
         sim_init(&s, &cfg);
-        for (int k = 0; k < 300; k++) {
+        for (int k = 0; k < 400; k++) {
             sim_send(&s, SIM_A, (k % 25 == 0) ? 5000 : (uint64_t) (k % 200), (uint8_t) k);
             sim_send(&s, SIM_B, (k % 31 == 0) ? 3000 : (uint64_t) ((k * 7) % 300), (uint8_t) k);
         }
@@ -793,16 +857,19 @@ static void test_wrap_runs(void)
             snprintf(why, sizeof(why), "%s", s.err);
         }
         for (int e = 0; e < 2; e++) {
+            /* the sequence space crossed 2^32 (or, from below, the sign boundary 2^31);
+             * an ISN of 0 starts with acked = 0xFFFFFFFF, i.e. already across */
             const struct sim_ep *ep = &s.ep[e];
             uint64_t end = (uint64_t) ep->tx_isn + ep->nsegs;
             uint64_t boundary = (ep->tx_isn < 0x80000000u) ? 0x80000000ull : 0x100000000ull;
-            if (end <= boundary || ep->rel.tx.next != (uint32_t) end
+            if ((ep->tx_isn != 0 && end <= boundary) || ep->rel.tx.next != (uint32_t) end
                 || s.ep[1 - e].rel.rx.expected != (uint32_t) end) {
                 crossed = false;
             }
         }
         snprintf(name, sizeof(name), "wrap/isn_%08x/exactly_once_through_wrap", isns[i]);
         check(0 == rc && crossed, name, "crossed=%d %s; %s", crossed, why, sum);
+        sim_fini(&s);
     }
 }
 
@@ -879,9 +946,44 @@ static void test_window_block(void)
     sim_summary(&s, sum, sizeof(sum));
     why[0] = '\0';
     rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
-    check(0 == rc && s.ep[1].drops[USNIC_DROP_WINDOW] > 0,
+    check(0 == rc && s.ep[1].drops[USNIC_DROP_WINDOW] > 0 && s.ep[1].rel.stats.rx_beyond > 0,
           "window/rx_window_smaller_than_tx_window", "%s %s; %s", why, s.err, sum);
     sim_fini(&s);
+
+    /* ACK_REQ on the segment that fills the window: the receiver ACKs at once,
+     * so the same transfer over a long ACK delay finishes much sooner */
+    {
+        uint64_t t_plain = 0, t_req = 0, reqs = 0;
+        int rcs[2];
+        for (int v = 0; v < 2; v++) {
+            check_seed = 0x4003;
+            sim_cfg_default(&cfg);
+            cfg.seed = check_seed;
+            cfg.tx_win[0] = cfg.rx_win[1] = 8;
+            cfg.ack_delay_ns = 2 * MS;
+            cfg.ack_req_on_full = (1 == v);
+            sim_init(&s, &cfg);
+            s.ep[1].rel.ack_every = UINT32_MAX; /* only the delay or ACK_REQ make B ACK */
+            for (int k = 0; k < 100; k++) {
+                sim_send(&s, SIM_A, 300, (uint8_t) k);
+            }
+            rcs[v] = sim_run(&s, SIM_LIMIT_NS);
+            if (0 == rcs[v]) {
+                rcs[v] = sim_verify(&s, why, sizeof(why));
+            }
+            if (v) {
+                t_req = s.now;
+                reqs = s.ep[1].st.rx_ack_reqs;
+            } else {
+                t_plain = s.now;
+            }
+            sim_fini(&s);
+        }
+        check(0 == rcs[0] && 0 == rcs[1] && reqs > 0 && t_req * 4 < t_plain,
+              "window/ack_req_gets_immediate_ack", "rc=%d/%d ack_reqs=%" PRIu64
+              " time plain=%" PRIu64 "us with ACK_REQ=%" PRIu64 "us",
+              rcs[0], rcs[1], reqs, t_plain / 1000, t_req / 1000);
+    }
 }
 
 /* ---- fast retransmit: one dropped packet recovered by duplicate ACKs ---- */
@@ -1126,8 +1228,8 @@ static void test_rx_path_bad_ack(void)
     sim_fini(&s);
 }
 
-/* Two reassembly slots for many chunked messages: REASSEMBLY drops, then recovery. */
-static void test_reasm_contention(void)
+/* The allocator fails a few times: REASSEMBLY drops, then retransmission recovers. */
+static void test_reasm_alloc_failure(void)
 {
     struct sim_cfg cfg;
     struct sim s;
@@ -1137,19 +1239,89 @@ static void test_reasm_contention(void)
     check_seed = 0x8001;
     sim_cfg_default(&cfg);
     cfg.seed = check_seed;
-    cfg.reasm_slots = 2;
     cfg.reorder = 0.2;
     sim_init(&s, &cfg);
     for (int k = 0; k < 40; k++) {
         sim_send(&s, SIM_A, 6000 + (uint64_t) k, (uint8_t) k);
         sim_send(&s, SIM_A, 10, (uint8_t) k);
     }
-    s.ep[1].st.reasm_fail_next = 3; /* and the allocator fails a few times */
+    s.ep[1].st.reasm_fail_next = 5;
     rc = sim_run(&s, SIM_LIMIT_NS);
     sim_summary(&s, sum, sizeof(sum));
     rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
-    check(0 == rc && s.ep[1].drops[USNIC_DROP_REASSEMBLY] > 3 && 0 == s.ep[1].st.reasm_live,
-          "reasm/slot_contention_and_alloc_failure_recovered", "%s %s; %s", why, s.err, sum);
+    check(0 == rc && s.ep[1].drops[USNIC_DROP_REASSEMBLY] == 5 && 0 == s.ep[1].st.reasm_live,
+          "reasm/alloc_failure_recovered", "%s %s; %s", why, s.err, sum);
+    sim_fini(&s);
+}
+
+/*
+ * Liveness with fewer reassembly slots than fragments per send window
+ * (btl_usnic_reasm_slots=16 with the default send window of 64 passes the
+ * MCA checks).  Both chunks of fragment msg_id 0 are lost; fragment msg_id 16,
+ * which maps to the same slot and whose first chunk is the last segment the
+ * full window lets A send, arrives first and takes the slot.  Its second
+ * chunk can only be sent once the window moves, the window can only move
+ * once msg_id 0 is accepted, and msg_id 0 is refused (REASSEMBLY) for as long
+ * as msg_id 16 holds the slot: the connection never makes progress again.
+ */
+static int drop_first_two(struct sim *s, int from, const uint8_t *pkt, size_t len, void *arg)
+{
+    uint32_t *sent = arg; /* transmissions seen of isn+0 and isn+1 */
+    struct usnic_pkt_hdr h;
+    uint32_t rel_seq;
+
+    if (SIM_A != from || len < sizeof(h)) {
+        return 0;
+    }
+    memcpy(&h, pkt, sizeof(h));
+    rel_seq = h.seq - s->cfg.isn[SIM_A];
+    if (USNIC_PKT_ACK != h.type && rel_seq < 2) {
+        return 0 == sent[rel_seq]++;
+    }
+    return 0;
+}
+
+static void test_reasm_slot_starvation(void)
+{
+    struct sim_cfg cfg;
+    struct sim s;
+    uint32_t sent[2] = {0, 0};
+    char why[512] = "", sum[1024], state[400] = "";
+    int rc;
+
+    check_seed = 0x8002;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    cfg.reasm_slots = 16;
+    sim_init(&s, &cfg);
+    for (int k = 0; k < 16; k++) {
+        sim_send(&s, SIM_A, 2800, 1); /* msg_id k: 2 chunks, seqs 2k, 2k+1 */
+    }
+    for (int k = 0; k < 31; k++) {
+        sim_send(&s, SIM_A, 100, 2); /* FRAGs: seqs 32..62 */
+    }
+    sim_send(&s, SIM_A, 2800, 3); /* msg_id 16 (slot 0): seqs 63 and 64 */
+    for (int k = 0; k < 8; k++) {
+        sim_send(&s, SIM_A, 100, 4);
+    }
+    s.filter = drop_first_two;
+    s.filter_arg = sent;
+    rc = sim_run(&s, 5000 * MS);
+    sim_summary(&s, sum, sizeof(sum));
+    if (0 != rc) {
+        const struct usnic_reasm *slot0 = &s.ep[1].reasm.slots[0];
+        snprintf(state, sizeof(state),
+                 "A->B stalled: A window [%u, %u] full, B refused %" PRIu64
+                 " chunks as REASSEMBLY, slot 0 held by msg_id %u (%" PRIu64 "/%" PRIu64
+                 " bytes) while the oldest unacked segment is a chunk of msg_id 0",
+                 s.ep[0].rel.tx.acked + 1u - cfg.isn[0], s.ep[0].rel.tx.next - 1u - cfg.isn[0],
+                 s.ep[1].drops[USNIC_DROP_REASSEMBLY], slot0->active ? slot0->msg_id : 0,
+                 slot0->received, slot0->msg_len);
+    } else {
+        rc = sim_verify(&s, why, sizeof(why));
+    }
+    check(0 == rc, "reasm/later_fragment_in_slot_must_not_starve_older_one", "%s%s; %s", state,
+          why, sum);
     sim_fini(&s);
 }
 
@@ -1164,12 +1336,15 @@ int main(void)
     test_rel_rx_dup_beyond();
     test_rel_rx_model();
     test_rel_ack_delay();
+    test_rel_ack_every();
+    test_rel_send_failed();
     test_mix_matrix();
     test_wrap_runs();
     test_window_block();
     test_fast_retransmit();
     test_rx_path_dup_beyond();
     test_rx_path_bad_ack();
-    test_reasm_contention();
+    test_reasm_alloc_failure();
+    test_reasm_slot_starvation();
     return check_summary("test_rel");
 }
