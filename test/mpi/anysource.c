@@ -12,6 +12,8 @@
  * Phase 2: all sends first, barrier, then MPI_Probe/MPI_Iprobe + MPI_Recv
  *          of exactly the probed size (unexpected-message path).
  * Phase 3: sends and blocking MPI_Recv(ANY_SOURCE, ANY_TAG) mixed freely.
+ * A barrier separates the phases, or a wildcard receive could match a
+ * faster peer's message of the next phase.
  *
  * Option: -r R  messages per ordered pair and phase (default 16).
  */
@@ -197,6 +199,8 @@ int main(int argc, char **argv)
     }
     check_all_seen(seen, "phase 1 (Irecv)");
     finish_sends(nmsg, sbuf, sreq);
+    /* wildcard receives would match a fast peer's next-phase messages */
+    MT_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 
     /* ---- phase 2: unexpected messages, probe then receive ---- */
     post_sends(rounds, sbuf, sreq);
@@ -231,6 +235,7 @@ int main(int argc, char **argv)
     }
     check_all_seen(seen, "phase 2 (Probe)");
     finish_sends(nmsg, sbuf, sreq);
+    MT_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 
     /* ---- phase 3: blocking wildcard receives, no synchronisation ---- */
     post_sends(2 * rounds, sbuf, sreq);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # MPI_ANY_SOURCE / MPI_ANY_TAG receives (pre-posted, probe, blocking) with
 # small and > 64 KiB messages from all other ranks; 4 ranks.
-# shellcheck source=../lib/mpitest.sh
+# shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
 
 build_prog anysource || finish

@@ -1,7 +1,7 @@
 #!/bin/bash
 # MPI_Bcast (small, 4 MiB), MPI_Allreduce (ints/doubles up to 1M elements),
 # MPI_Alltoallv with uneven counts; 4 ranks.
-# shellcheck source=../lib/mpitest.sh
+# shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
 
 build_prog collectives || finish

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Derived datatypes (vector, indexed, struct with gaps, hvector of struct),
 # small and > 1 MiB, received into differently shaped layouts; 2 ranks.
-# shellcheck source=../lib/mpitest.sh
+# shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
 
 build_prog datatypes || finish

@@ -14,7 +14,7 @@
 # FAULT_ITERS (pingpong -i for all three runs).
 # Each mpirun is limited to TEST_TIMEOUT seconds (default 90 here).
 TEST_TIMEOUT=${TEST_TIMEOUT:-90}
-# shellcheck source=../lib/mpitest.sh
+# shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
 
 seed=${FAULT_SEED:-4242}

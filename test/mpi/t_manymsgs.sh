@@ -1,7 +1,7 @@
 #!/bin/bash
 # Thousands of outstanding MPI_Isend/MPI_Irecv (8 B .. 64 KiB) between all
 # pairs of 3 ranks.  MANYMSGS_N overrides the messages per peer (5000).
-# shellcheck source=../lib/mpitest.sh
+# shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
 
 build_prog manymsgs || finish

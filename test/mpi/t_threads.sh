@@ -1,7 +1,7 @@
 #!/bin/bash
 # MPI_THREAD_MULTIPLE: two threads per rank exchanging concurrently on
 # separate communicators, sizes up to 1 MiB; 2 ranks.
-# shellcheck source=../lib/mpitest.sh
+# shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
 
 build_prog threads -pthread || finish

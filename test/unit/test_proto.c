@@ -1,0 +1,1252 @@
+/*
+ * Unit tests of the usnic wire format and receive-side validation
+ * (btl_usnic_proto.[ch]), chunk reassembly (btl_usnic_reasm.[ch]) and the
+ * PUT registration table (btl_usnic_reg.[ch]), directly and through the
+ * receive path of simlink.c.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "btl_usnic_proto.h"
+#include "btl_usnic_reasm.h"
+#include "btl_usnic_reg.h"
+#include "check.h"
+#include "simlink.h"
+
+#define JOB 0x0123456789ABCDEFull
+#define MAXMSG (1ull << 20)
+#define SRC 0x10Au
+#define BUFW 512 /* uint64_t words of packet scratch: 4 KiB, 8-byte aligned */
+
+/* ================================================================ helpers */
+
+static size_t mk(uint64_t *buf, unsigned type, unsigned flags, const struct usnic_chunk_hdr *ch,
+                 const struct usnic_put_hdr *put, const void *payload, uint32_t plen)
+{
+    struct usnic_pkt_hdr h;
+    sim_hdr_init(&h, type, flags, 9, SRC, JOB, 1234, 1233);
+    return sim_pkt_build(buf, BUFW * 8, &h, ch, put, payload, plen);
+}
+
+static struct usnic_chunk_hdr chunk_hdr(uint32_t msg_id, uint64_t msg_len, uint64_t offset)
+{
+    struct usnic_chunk_hdr c;
+    memset(&c, 0, sizeof(c));
+    c.msg_id = msg_id;
+    c.msg_len = msg_len;
+    c.offset = offset;
+    return c;
+}
+
+static struct usnic_put_hdr put_hdr(uint64_t key, uint64_t off)
+{
+    struct usnic_put_hdr p;
+    p.reg_key = key;
+    p.reg_offset = off;
+    return p;
+}
+
+static struct usnic_pkt_hdr *H(uint64_t *buf)
+{
+    return (struct usnic_pkt_hdr *) (void *) buf;
+}
+static struct usnic_chunk_hdr *CH(uint64_t *buf)
+{
+    return (struct usnic_chunk_hdr *) (void *) ((uint8_t *) buf + sizeof(struct usnic_pkt_hdr));
+}
+static struct usnic_put_hdr *PH(uint64_t *buf)
+{
+    return (struct usnic_put_hdr *) (void *) ((uint8_t *) buf + USNIC_HDR_LEN_CHUNK);
+}
+
+/* Parse a private exact-size copy, so the sanitizers see any read past len. */
+static enum usnic_drop_reason parse_copy(const void *buf, size_t len, uint64_t max)
+{
+    struct usnic_pkt_view v;
+    enum usnic_drop_reason r;
+    uint8_t *copy = malloc(len ? len : 1);
+    if (len) {
+        memcpy(copy, buf, len);
+    }
+    r = usnic_pkt_parse(copy, len, JOB, max, &v);
+    free(copy);
+    return r;
+}
+
+static void expect_reason(const char *name, const void *buf, size_t len, uint64_t max,
+                          enum usnic_drop_reason want)
+{
+    enum usnic_drop_reason got = parse_copy(buf, len, max);
+    check(got == want, name, "got %s, want %s", usnic_drop_reason_name(got),
+          usnic_drop_reason_name(want));
+}
+
+/* ================================================================ valid packets */
+
+static void test_parse_valid(void)
+{
+    uint64_t buf[BUFW];
+    uint8_t pay[1400];
+    struct usnic_pkt_view v;
+    struct usnic_chunk_hdr ch = chunk_hdr(5, 10000, 1400);
+    struct usnic_put_hdr ph = put_hdr(0x100000003ull, 64);
+    enum usnic_drop_reason r;
+    size_t len;
+
+    check_seed = 0;
+    sim_msg_fill(42, 0, pay, sizeof(pay));
+
+    len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
+    memset(&v, 0xFF, sizeof(v));
+    r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+    check(r == USNIC_PKT_OK && v.hdr == H(buf) && !v.chunk && !v.put && v.payload_len == 0
+              && v.payload == (uint8_t *) buf + 32,
+          "parse/valid_ack", "r=%s", usnic_drop_reason_name(r));
+
+    len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ, NULL, NULL, NULL, 0);
+    expect_reason("parse/valid_ack_with_ack_req", buf, len, MAXMSG, USNIC_PKT_OK);
+
+    len = mk(buf, USNIC_PKT_FRAG, 0, NULL, NULL, pay, 777);
+    r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+    check(r == USNIC_PKT_OK && v.hdr == H(buf) && !v.chunk && !v.put && v.payload_len == 777
+              && v.payload == (uint8_t *) buf + 32 && 0 == memcmp(v.payload, pay, 777),
+          "parse/valid_frag", "r=%s", usnic_drop_reason_name(r));
+
+    len = mk(buf, USNIC_PKT_FRAG, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
+    expect_reason("parse/valid_empty_frag", buf, len, MAXMSG, USNIC_PKT_OK);
+
+    len = mk(buf, USNIC_PKT_CHUNK, USNIC_PKT_FLAG_ACK, &ch, NULL, pay, 1400);
+    r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+    check(r == USNIC_PKT_OK && v.chunk == CH(buf) && !v.put && v.payload_len == 1400
+              && v.payload == (uint8_t *) buf + USNIC_HDR_LEN_CHUNK && v.chunk->msg_id == 5
+              && v.chunk->msg_len == 10000 && v.chunk->offset == 1400,
+          "parse/valid_chunk", "r=%s", usnic_drop_reason_name(r));
+
+    len = mk(buf, USNIC_PKT_PUT, USNIC_PKT_FLAG_ACK, &ch, &ph, pay, 100);
+    r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+    check(r == USNIC_PKT_OK && v.chunk == CH(buf) && v.put == PH(buf) && v.payload_len == 100
+              && v.payload == (uint8_t *) buf + USNIC_HDR_LEN_PUT && v.put->reg_key == 0x100000003ull
+              && v.put->reg_offset == 64,
+          "parse/valid_put", "r=%s", usnic_drop_reason_name(r));
+}
+
+/* ================================================================ malformed packets */
+
+static void test_parse_malformed(void)
+{
+    uint64_t buf[BUFW];
+    uint8_t pay[2000];
+    struct usnic_chunk_hdr ch;
+    struct usnic_put_hdr ph = put_hdr(7, 0);
+    struct usnic_pkt_view v;
+    size_t len;
+
+    check_seed = 0;
+    memset(pay, 0x77, sizeof(pay));
+
+    /* shorter than the common header */
+    len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
+    check(USNIC_DROP_SHORT == usnic_pkt_parse(NULL, 0, JOB, MAXMSG, &v)
+              && USNIC_DROP_SHORT == usnic_pkt_parse(NULL, 64, JOB, MAXMSG, &v),
+          "malformed/short_null_buffer", "NULL buffer not SHORT");
+    expect_reason("malformed/short_0", buf, 0, MAXMSG, USNIC_DROP_SHORT);
+    expect_reason("malformed/short_1", buf, 1, MAXMSG, USNIC_DROP_SHORT);
+    expect_reason("malformed/short_31", buf, 31, MAXMSG, USNIC_DROP_SHORT);
+
+    /* version */
+    H(buf)->version = 0;
+    expect_reason("malformed/version_0", buf, len, MAXMSG, USNIC_DROP_VERSION);
+    H(buf)->version = USNIC_PROTO_VERSION + 1;
+    expect_reason("malformed/version_next", buf, len, MAXMSG, USNIC_DROP_VERSION);
+    H(buf)->version = 0xFF;
+    expect_reason("malformed/version_255", buf, len, MAXMSG, USNIC_DROP_VERSION);
+
+    /* unknown type */
+    len = mk(buf, 0, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
+    expect_reason("malformed/type_0", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    len = mk(buf, 5, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
+    expect_reason("malformed/type_5", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    len = mk(buf, 0xFF, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
+    expect_reason("malformed/type_255", buf, len, MAXMSG, USNIC_DROP_TYPE);
+
+    /* unknown flag bits */
+    len = mk(buf, USNIC_PKT_FRAG, 0x04, NULL, NULL, pay, 8);
+    expect_reason("malformed/flag_0x04", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    len = mk(buf, USNIC_PKT_FRAG, 0x80 | USNIC_PKT_FLAG_ACK, NULL, NULL, pay, 8);
+    expect_reason("malformed/flag_0x81", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    len = mk(buf, USNIC_PKT_ACK, 0xFF, NULL, NULL, NULL, 0);
+    expect_reason("malformed/flag_0xff_on_ack", buf, len, MAXMSG, USNIC_DROP_TYPE);
+
+    /* ACK without the ACK flag */
+    len = mk(buf, USNIC_PKT_ACK, 0, NULL, NULL, NULL, 0);
+    expect_reason("malformed/ack_without_ack_flag", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK_REQ, NULL, NULL, NULL, 0);
+    expect_reason("malformed/ack_with_only_ack_req", buf, len, MAXMSG, USNIC_DROP_TYPE);
+
+    /* wrong job key */
+    len = mk(buf, USNIC_PKT_FRAG, 0, NULL, NULL, pay, 8);
+    H(buf)->job_key = JOB ^ 1;
+    expect_reason("malformed/job_key_low_bit", buf, len, MAXMSG, USNIC_DROP_JOB_KEY);
+    H(buf)->job_key = JOB ^ (1ull << 63);
+    expect_reason("malformed/job_key_high_bit", buf, len, MAXMSG, USNIC_DROP_JOB_KEY);
+    H(buf)->job_key = 0;
+    expect_reason("malformed/job_key_zero", buf, len, MAXMSG, USNIC_DROP_JOB_KEY);
+
+    /* payload_len disagrees with the datagram */
+    len = mk(buf, USNIC_PKT_FRAG, 0, NULL, NULL, pay, 100);
+    H(buf)->payload_len = 101;
+    expect_reason("malformed/payload_len_bigger_than_datagram", buf, len, MAXMSG, USNIC_DROP_LENGTH);
+    H(buf)->payload_len = 99;
+    expect_reason("malformed/payload_len_smaller_than_datagram", buf, len, MAXMSG, USNIC_DROP_LENGTH);
+    H(buf)->payload_len = 0xFFFFFFFFu;
+    expect_reason("malformed/payload_len_max", buf, len, MAXMSG, USNIC_DROP_LENGTH);
+    H(buf)->payload_len = 0;
+    expect_reason("malformed/payload_len_zero_with_payload", buf, len, MAXMSG, USNIC_DROP_LENGTH);
+    H(buf)->payload_len = (uint32_t) len; /* counting the header too */
+    expect_reason("malformed/payload_len_counts_header", buf, len, MAXMSG, USNIC_DROP_LENGTH);
+
+    ch = chunk_hdr(1, 100, 0);
+    len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, pay, 50);
+    expect_reason("malformed/chunk_shorter_than_chunk_header", buf, 40, MAXMSG, USNIC_DROP_LENGTH);
+    len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 50);
+    H(buf)->payload_len = 0;
+    expect_reason("malformed/put_shorter_than_put_header", buf, USNIC_HDR_LEN_CHUNK + 8, MAXMSG,
+                  USNIC_DROP_LENGTH);
+    H(buf)->payload_len = 50;
+    expect_reason("malformed/put_truncated_payload", buf, len - 1, MAXMSG, USNIC_DROP_LENGTH);
+
+    /* ACK with payload */
+    len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, pay, 4);
+    expect_reason("malformed/ack_with_payload", buf, len, MAXMSG, USNIC_DROP_LENGTH);
+    len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
+    expect_reason("malformed/ack_with_trailing_bytes", buf, len + 4, MAXMSG, USNIC_DROP_LENGTH);
+
+    /* chunk bounds */
+    ch = chunk_hdr(1, 1000, 901);
+    len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, pay, 100);
+    expect_reason("malformed/chunk_end_past_msg_len_by_1", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+    CH(buf)->offset = 900;
+    expect_reason("malformed/chunk_end_at_msg_len_ok", buf, len, MAXMSG, USNIC_PKT_OK);
+    CH(buf)->offset = 1000;
+    expect_reason("malformed/chunk_offset_at_msg_len", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+    CH(buf)->offset = UINT64_MAX - 5; /* offset + len wraps to 94 */
+    expect_reason("malformed/chunk_offset_overflow", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+    CH(buf)->offset = UINT64_MAX;
+    expect_reason("malformed/chunk_offset_max", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+    CH(buf)->msg_len = UINT64_MAX; /* with no msg_len limit at all */
+    CH(buf)->offset = UINT64_MAX - 50;
+    expect_reason("malformed/chunk_overflow_with_max_msg_len", buf, len, UINT64_MAX,
+                  USNIC_DROP_CHUNK_RANGE);
+    CH(buf)->offset = UINT64_MAX - 100;
+    expect_reason("malformed/chunk_ending_at_2^64-1_ok", buf, len, UINT64_MAX, USNIC_PKT_OK);
+
+    /* msg_len 0 and over the limit */
+    ch = chunk_hdr(1, 0, 0);
+    len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, pay, 10);
+    expect_reason("malformed/chunk_msg_len_0", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+    len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 10);
+    expect_reason("malformed/put_msg_len_0", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+    ch = chunk_hdr(1, MAXMSG + 1, 0);
+    len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, pay, 10);
+    expect_reason("malformed/chunk_msg_len_over_max", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+    CH(buf)->msg_len = UINT64_MAX;
+    expect_reason("malformed/chunk_msg_len_2^64-1", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+    CH(buf)->msg_len = MAXMSG;
+    expect_reason("malformed/chunk_msg_len_at_max_ok", buf, len, MAXMSG, USNIC_PKT_OK);
+    /* documented: a PUT's length is bounded by its registration, not max_msg_len */
+    ch = chunk_hdr(1, MAXMSG + 1, 0);
+    len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 10);
+    expect_reason("parse/put_msg_len_over_max_left_to_registration", buf, len, MAXMSG, USNIC_PKT_OK);
+
+    /* zero-length chunk payload */
+    ch = chunk_hdr(1, 100, 0);
+    len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, NULL, 0);
+    expect_reason("malformed/chunk_empty_payload", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+    len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, NULL, 0);
+    expect_reason("malformed/put_empty_payload", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+
+    /* PUT reg_offset + msg_len overflowing */
+    ch = chunk_hdr(1, 1000, 0);
+    ph = put_hdr(7, UINT64_MAX - 1000 + 1); /* reg_offset + msg_len == 2^64 */
+    len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 100);
+    expect_reason("malformed/put_reg_offset_plus_len_is_2^64", buf, len, MAXMSG, USNIC_DROP_PUT_RANGE);
+    PH(buf)->reg_offset = UINT64_MAX;
+    expect_reason("malformed/put_reg_offset_max", buf, len, MAXMSG, USNIC_DROP_PUT_RANGE);
+    PH(buf)->reg_offset = UINT64_MAX - 1000;
+    expect_reason("malformed/put_reg_offset_plus_len_is_2^64-1_ok", buf, len, MAXMSG, USNIC_PKT_OK);
+}
+
+/* ================================================================ reassembly */
+
+struct talloc {
+    int gets, puts, fail;
+};
+
+static void *t_get(void *ctx, uint64_t len, void **handle)
+{
+    struct talloc *a = ctx;
+    void *p;
+    if (a->fail > 0) {
+        a->fail--;
+        *handle = NULL;
+        return NULL;
+    }
+    p = malloc(len ? (size_t) len : 1);
+    memset(p, 0xA5, len ? (size_t) len : 1);
+    *handle = p;
+    a->gets++;
+    return p;
+}
+
+static void t_put(void *ctx, void *buf, void *handle)
+{
+    struct talloc *a = ctx;
+    if (buf == handle) {
+        a->puts++;
+    }
+    free(buf);
+}
+
+struct piece {
+    uint32_t msg; /* index into the test's message list */
+    uint64_t off;
+    uint32_t len;
+};
+
+/* Cut a message into chunks: fixed size, or random sizes in [1, 2000] when rng. */
+static size_t cut(struct piece *pc, uint32_t msg, uint64_t len, uint32_t size, struct sim_rng *rng)
+{
+    size_t n = 0;
+    for (uint64_t off = 0; off < len;) {
+        uint32_t l = rng ? (uint32_t) sim_rng_range(rng, 1, 2000) : size;
+        if (l > len - off) {
+            l = (uint32_t) (len - off);
+        }
+        pc[n].msg = msg;
+        pc[n].off = off;
+        pc[n].len = l;
+        n++;
+        off += l;
+    }
+    return n;
+}
+
+struct rmsg {
+    uint32_t msg_id;
+    uint64_t len;
+    uint8_t tag;
+    uint64_t key;
+    uint64_t remaining; /* bytes not yet fed */
+    int done;           /* completions seen */
+    int early;          /* completed before its last chunk */
+    int bad;            /* wrong bytes / length / tag on completion */
+};
+
+/*
+ * Feed the pieces, in the given order, as real CHUNK datagrams through
+ * usnic_pkt_parse(), usnic_reasm_check() and usnic_reasm_add().  Returns the
+ * number of problems; the first is described in why.
+ */
+static int feed(struct usnic_reasm_table *t, struct rmsg *m, const struct piece *pc,
+                const uint32_t *order, size_t n, char *why, size_t whylen)
+{
+    static uint64_t buf[BUFW];
+    uint8_t data[2000];
+    int problems = 0;
+
+    for (size_t k = 0; k < n; k++) {
+        const struct piece *p = &pc[order[k]];
+        struct rmsg *mm = &m[p->msg];
+        struct usnic_chunk_hdr ch = chunk_hdr(mm->msg_id, mm->len, p->off);
+        struct usnic_pkt_hdr h;
+        struct usnic_pkt_view v;
+        struct usnic_reasm *done = NULL;
+        enum usnic_drop_reason r;
+        size_t len;
+
+        sim_msg_fill(mm->key, p->off, data, p->len);
+        sim_hdr_init(&h, USNIC_PKT_CHUNK, USNIC_PKT_FLAG_ACK, mm->tag, SRC, JOB, (uint32_t) k, 0);
+        len = sim_pkt_build(buf, sizeof(buf), &h, &ch, NULL, data, p->len);
+        r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+        if (USNIC_PKT_OK == r) {
+            r = usnic_reasm_check(t, v.chunk->msg_id, v.chunk->msg_len, v.hdr->tag);
+        }
+        if (USNIC_PKT_OK == r) {
+            r = usnic_reasm_add(t, v.chunk->msg_id, v.chunk->msg_len, v.chunk->offset, v.payload,
+                                v.payload_len, v.hdr->tag, &done);
+        }
+        if (USNIC_PKT_OK != r) {
+            if (!problems++) {
+                snprintf(why, whylen, "msg_id %u chunk @%" PRIu64 " refused: %s", mm->msg_id,
+                         p->off, usnic_drop_reason_name(r));
+            }
+            continue;
+        }
+        mm->remaining -= p->len;
+        if (done) {
+            mm->done++;
+            if (mm->remaining) {
+                mm->early++;
+            }
+            if (done->msg_id != mm->msg_id || done->msg_len != mm->len || done->tag != mm->tag
+                || sim_msg_mismatch(mm->key, 0, done->buf, (size_t) mm->len) >= 0) {
+                mm->bad++;
+            }
+            usnic_reasm_release(t, done);
+        }
+    }
+    for (uint32_t i = 0; m[i].len; i++) {
+        if ((m[i].done != 1 || m[i].early || m[i].bad) && !problems++) {
+            snprintf(why, whylen, "msg_id %u: completed %d times, early %d, bad %d", m[i].msg_id,
+                     m[i].done, m[i].early, m[i].bad);
+        }
+    }
+    return problems;
+}
+
+static void rmsg_init(struct rmsg *m, uint32_t msg_id, uint64_t len, uint8_t tag)
+{
+    memset(m, 0, sizeof(*m));
+    m->msg_id = msg_id;
+    m->len = len;
+    m->tag = tag;
+    m->key = sim_msg_key(7, msg_id);
+    m->remaining = len;
+}
+
+static void test_reasm_orders(void)
+{
+    struct usnic_reasm_table t;
+    struct talloc a = {0, 0, 0};
+    struct usnic_reasm_alloc alloc = {t_get, t_put, &a};
+    static struct piece pc[4096];
+    static uint32_t order[4096];
+    struct rmsg m[8];
+    struct sim_rng rng;
+    char why[200] = "";
+    int problems;
+    size_t n;
+
+    check_seed = 0xA55E;
+    sim_rng_seed(&rng, check_seed);
+    usnic_reasm_table_init(&t, 8, &alloc);
+
+    /* one message: forward, reverse */
+    static const uint64_t lens[] = {1401, 2800, 2801, 10000, 200 * 1024};
+    for (int dir = 0; dir < 2; dir++) {
+        problems = 0;
+        for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+            memset(m, 0, sizeof(m));
+            rmsg_init(&m[0], 3, lens[li], 17);
+            n = cut(pc, 0, lens[li], 1400, NULL);
+            for (size_t k = 0; k < n; k++) {
+                order[k] = (uint32_t) (dir ? n - 1 - k : k);
+            }
+            problems += feed(&t, m, pc, order, n, why, sizeof(why));
+        }
+        check(0 == problems, dir ? "reasm/reverse_order" : "reasm/forward_order", "%s", why);
+    }
+
+    /* random permutations, fixed and random chunk sizes */
+    problems = 0;
+    for (int it = 0; it < 60; it++) {
+        uint64_t len = sim_rng_range(&rng, 2, 64 * 1024);
+        memset(m, 0, sizeof(m));
+        rmsg_init(&m[0], (uint32_t) sim_rng_next(&rng), len, (uint8_t) it);
+        n = cut(pc, 0, len, 1400, (it & 1) ? &rng : NULL);
+        for (size_t k = 0; k < n; k++) {
+            order[k] = (uint32_t) k;
+        }
+        sim_rng_shuffle32(&rng, order, n);
+        problems += feed(&t, m, pc, order, n, why, sizeof(why));
+    }
+    check(0 == problems, "reasm/random_permutations", "%d problems, first: %s", problems, why);
+
+    /* several messages interleaved, every slot in use */
+    problems = 0;
+    for (int it = 0; it < 30; it++) {
+        size_t total = 0;
+        uint32_t base = (uint32_t) sim_rng_next(&rng) & ~7u; /* 8 consecutive ids: 8 distinct slots */
+        memset(m, 0, sizeof(m));
+        for (uint32_t i = 0; i < 7; i++) {
+            uint64_t len = sim_rng_range(&rng, 1, 30000);
+            rmsg_init(&m[i], base + i, len, (uint8_t) (i * 3));
+            total += cut(pc + total, i, len, 1400, (i & 1) ? &rng : NULL);
+        }
+        for (size_t k = 0; k < total; k++) {
+            order[k] = (uint32_t) k;
+        }
+        sim_rng_shuffle32(&rng, order, total);
+        problems += feed(&t, m, pc, order, total, why, sizeof(why));
+    }
+    check(0 == problems, "reasm/interleaved_messages", "%d problems, first: %s", problems, why);
+    check(a.gets == a.puts && a.gets > 0, "reasm/buffers_balanced", "gets=%d puts=%d", a.gets, a.puts);
+    usnic_reasm_table_fini(&t);
+}
+
+static void test_reasm_check(void)
+{
+    struct usnic_reasm_table t;
+    struct talloc a = {0, 0, 0};
+    struct usnic_reasm_alloc alloc = {t_get, t_put, &a};
+    struct usnic_reasm *done = NULL;
+    uint8_t data[1400];
+    enum usnic_drop_reason r;
+    bool ok;
+
+    check_seed = 0;
+    memset(data, 1, sizeof(data));
+    usnic_reasm_table_init(&t, 4, &alloc);
+    check(USNIC_PKT_OK == usnic_reasm_check(&t, 10, 5000, 7), "reasm/check_free_slot_ok", "not OK");
+    r = usnic_reasm_add(&t, 10, 5000, 0, data, 1400, 7, &done); /* slot 2 */
+    ok = USNIC_PKT_OK == r && NULL == done;
+    check(ok && USNIC_PKT_OK == usnic_reasm_check(&t, 10, 5000, 7), "reasm/check_same_fragment_ok",
+          "r=%s", usnic_drop_reason_name(r));
+    check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 5001, 7)
+              && USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 4999, 7)
+              && USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, UINT64_MAX, 7),
+          "reasm/check_other_msg_len_is_chunk_range", "different msg_len accepted");
+    check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 5000, 8),
+          "reasm/check_other_tag_is_chunk_range", "different tag accepted");
+    check(USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 14, 5000, 7)
+              && USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 10 + 4 * 1000, 100, 1),
+          "reasm/check_other_msg_id_in_slot_is_reassembly", "slot sharing accepted");
+    check(USNIC_PKT_OK == usnic_reasm_check(&t, 11, 100, 1), "reasm/check_other_slot_ok", "refused");
+
+    /* finish 10, then 14 may have the slot */
+    usnic_reasm_add(&t, 10, 5000, 1400, data, 1400, 7, &done);
+    usnic_reasm_add(&t, 10, 5000, 2800, data, 1400, 7, &done);
+    ok = NULL == done;
+    usnic_reasm_add(&t, 10, 5000, 4200, data, 800, 7, &done);
+    ok = ok && NULL != done && done->msg_len == 5000 && done->received == 5000;
+    if (done) {
+        usnic_reasm_release(&t, done);
+    }
+    check(ok && USNIC_PKT_OK == usnic_reasm_check(&t, 14, 5000, 7),
+          "reasm/slot_free_after_release", "completion or release wrong");
+
+    /* no buffer: REASSEMBLY, nothing half-set-up left behind */
+    a.fail = 1;
+    r = usnic_reasm_add(&t, 21, 3000, 0, data, 1400, 2, &done);
+    ok = USNIC_DROP_REASSEMBLY == r && NULL == done && !t.slots[1].active
+         && USNIC_PKT_OK == usnic_reasm_check(&t, 25, 10, 1);
+    r = usnic_reasm_add(&t, 21, 3000, 0, data, 1400, 2, &done);
+    check(ok && USNIC_PKT_OK == r && t.slots[1].active && t.slots[1].msg_id == 21,
+          "reasm/alloc_failure_is_reassembly_and_retryable", "r=%s", usnic_drop_reason_name(r));
+
+    /* fini returns the buffer of a reassembly still under way */
+    usnic_reasm_table_fini(&t);
+    check(a.gets == a.puts, "reasm/fini_releases_active", "gets=%d puts=%d", a.gets, a.puts);
+}
+
+/* ================================================================ registrations */
+
+static void test_reg_direct(void)
+{
+    struct usnic_reg_table t;
+    static uint8_t bufs[3][4096];
+    uint64_t k[3], stale, fresh;
+    uint8_t *dest = NULL;
+    struct sim_rng rng;
+    bool ok = true;
+    int bad;
+
+    check_seed = 0x5E6;
+    sim_rng_seed(&rng, check_seed);
+    usnic_reg_table_init(&t);
+    for (int i = 0; i < 3; i++) {
+        ok = ok && 0 == usnic_reg_add(&t, (uint64_t) (uintptr_t) bufs[i], 4096, &k[i]);
+    }
+    ok = ok && t.count == 3 && k[0] != k[1] && k[1] != k[2];
+    for (int i = 0; i < 3; i++) {
+        ok = ok && USNIC_PKT_OK == usnic_reg_resolve(&t, k[i], 0, 4096, &dest) && dest == bufs[i];
+        ok = ok && USNIC_PKT_OK == usnic_reg_resolve(&t, k[i], 1000, 24, &dest) && dest == bufs[i] + 1000;
+        ok = ok && USNIC_PKT_OK == usnic_reg_resolve(&t, k[i], 4095, 1, &dest) && dest == bufs[i] + 4095;
+    }
+    check(ok, "reg/put_inside_resolves_to_right_address", "resolve inside a registration wrong");
+
+    {
+        struct {
+            const char *name;
+            uint64_t off, len;
+        } out[] = {
+            {"offset_past_end", 4097, 1},
+            {"offset_at_end", 4096, 1},
+            {"offset_far_past_end", 1ull << 40, 1},
+            {"length_past_end", 0, 4097},
+            {"straddles_end", 4090, 7},
+            {"offset_plus_len_overflows", UINT64_MAX - 5, 10},
+            {"len_wraps_sum_small", 5, UINT64_MAX - 2},
+            {"both_max", UINT64_MAX, UINT64_MAX},
+        };
+        for (size_t i = 0; i < sizeof(out) / sizeof(out[0]); i++) {
+            char name[96];
+            enum usnic_drop_reason r;
+            dest = NULL;
+            r = usnic_reg_resolve(&t, k[1], out[i].off, out[i].len, &dest);
+            snprintf(name, sizeof(name), "reg/outside_%s", out[i].name);
+            check(USNIC_DROP_PUT_RANGE == r && NULL == dest, name, "r=%s dest=%p",
+                  usnic_drop_reason_name(r), (void *) dest);
+        }
+    }
+
+    /* deregistered */
+    stale = k[1];
+    ok = 0 == usnic_reg_remove(&t, stale) && t.count == 2;
+    check(ok && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, stale, 0, 1, &dest)
+              && -1 == usnic_reg_remove(&t, stale),
+          "reg/deregistered_key_rejected", "stale key still resolves or removes twice");
+
+    /* the slot is reused with a new generation: the old key stays dead */
+    ok = 0 == usnic_reg_add(&t, (uint64_t) (uintptr_t) bufs[1], 100, &fresh);
+    check(ok && (uint32_t) fresh == (uint32_t) stale && fresh != stale
+              && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, stale, 0, 1, &dest)
+              && USNIC_PKT_OK == usnic_reg_resolve(&t, fresh, 0, 100, &dest) && dest == bufs[1]
+              && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, fresh, 0, 101, &dest),
+          "reg/stale_generation_after_reuse_rejected", "fresh=%#" PRIx64 " stale=%#" PRIx64, fresh,
+          stale);
+
+    /* while a slot is free, the key it will hand out next must not work either */
+    {
+        uint64_t next_key, k2;
+        ok = 0 == usnic_reg_remove(&t, k[2]);
+        next_key = k[2] + (1ull << 32);
+        ok = ok && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, next_key, 0, 1, &dest)
+             && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, k[2], 0, 1, &dest);
+        ok = ok && 0 == usnic_reg_add(&t, (uint64_t) (uintptr_t) bufs[2], 4096, &k2) && k2 == next_key;
+        k[2] = k2;
+        check(ok, "reg/free_slot_next_generation_key_rejected",
+              "a key for a free slot resolved (freed registration still reachable)");
+    }
+
+    /* random keys, keys with a live index and a wrong generation, generation 0 */
+    bad = 0;
+    for (int i = 0; i < 100000; i++) {
+        uint64_t key = sim_rng_next(&rng);
+        if (i % 3 == 1) {
+            key = (key & 0xFFFFFFFF00000000ull) | (uint32_t) k[i % 3];
+        } else if (i % 3 == 2) {
+            key = (uint32_t) k[0]; /* generation 0 is never handed out */
+        }
+        if (key == k[0] || key == k[2] || key == fresh) {
+            continue;
+        }
+        if (USNIC_DROP_PUT_RANGE != usnic_reg_resolve(&t, key, 0, 1, &dest)) {
+            bad++;
+        }
+    }
+    check(0 == bad, "reg/random_keys_rejected", "%d random keys resolved", bad);
+
+    /* growth past the initial capacity, removal of every other one, reuse */
+    {
+        enum { N = 300 };
+        static uint8_t big[N][16];
+        uint64_t keys[N];
+        ok = true;
+        for (int i = 0; i < N; i++) {
+            ok = ok && 0 == usnic_reg_add(&t, (uint64_t) (uintptr_t) big[i], 16, &keys[i]);
+        }
+        for (int i = 0; i < N; i += 2) {
+            ok = ok && 0 == usnic_reg_remove(&t, keys[i]);
+        }
+        for (int i = 0; i < N; i++) {
+            enum usnic_drop_reason r = usnic_reg_resolve(&t, keys[i], 8, 8, &dest);
+            ok = ok && ((i & 1) ? (USNIC_PKT_OK == r && dest == big[i] + 8) : USNIC_DROP_PUT_RANGE == r);
+        }
+        ok = ok && t.count == 3 + N / 2;
+        check(ok, "reg/growth_and_reuse", "count=%u", t.count);
+    }
+    usnic_reg_table_fini(&t);
+}
+
+/* ================================================================ through the receive path */
+
+static void sim_setup(struct sim *s, uint64_t seed)
+{
+    struct sim_cfg cfg;
+    sim_cfg_default(&cfg);
+    cfg.seed = seed;
+    cfg.job_key = JOB;
+    sim_init(s, &cfg);
+}
+
+static size_t frag_from(uint64_t *buf, uint32_t module, uint64_t job, uint32_t seq, uint32_t plen)
+{
+    struct usnic_pkt_hdr h;
+    uint8_t pay[64];
+    memset(pay, 0x3C, sizeof(pay));
+    sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 1, module, job, seq, 0);
+    return sim_pkt_build(buf, BUFW * 8, &h, NULL, NULL, pay, plen);
+}
+
+static void test_unknown_sender(void)
+{
+    struct sim s;
+    uint64_t buf[BUFW];
+    uint8_t pay[100] = {0};
+    struct usnic_pkt_hdr h;
+    struct usnic_chunk_hdr ch = chunk_hdr(0, 5000, 0);
+    char why[256] = "";
+    usnic_seq_t exp;
+    uint64_t released;
+    size_t len;
+    int rc;
+
+    check_seed = 0xB001;
+    sim_setup(&s, check_seed);
+    exp = s.ep[1].rel.rx.expected;
+
+    len = frag_from(buf, 0xDEAD, JOB, exp, 32);
+    sim_deliver_now(&s, SIM_B, buf, len);
+    sim_hdr_init(&h, USNIC_PKT_CHUNK, 0, 1, 0xBEEF, JOB, exp, 0);
+    len = sim_pkt_build(buf, sizeof(buf), &h, &ch, NULL, pay, sizeof(pay));
+    sim_deliver_now(&s, SIM_B, buf, len);
+    check(s.ep[1].drops[USNIC_DROP_SENDER] == 2 && s.ep[1].rx_nlog == 0 && 0 == s.ep[1].st.unexpected
+              && s.ep[1].rel.rx.expected == exp && 0 == s.ep[1].st.reasm_live
+              && !s.ep[1].rel.rx.ack_owed,
+          "sender/unknown_module_dropped_not_delivered", "SENDER=%" PRIu64 " delivered=%zu",
+          s.ep[1].drops[USNIC_DROP_SENDER], s.ep[1].rx_nlog);
+
+    /* the same packet with a wrong job key is a JOB_KEY drop */
+    len = frag_from(buf, s.cfg.module_id[0], JOB ^ 0x10, exp, 32);
+    sim_deliver_now(&s, SIM_B, buf, len);
+    check(s.ep[1].drops[USNIC_DROP_JOB_KEY] == 1 && s.ep[1].rel.rx.expected == exp,
+          "sender/other_job_dropped", "JOB_KEY=%" PRIu64, s.ep[1].drops[USNIC_DROP_JOB_KEY]);
+
+    /* an ACK from an unknown module releases nothing */
+    for (int k = 0; k < 20; k++) {
+        sim_send(&s, SIM_A, 500, 1);
+    }
+    sim_step(&s);
+    released = s.ep[0].st.released;
+    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, 0, 0xDEAD, JOB, 0, s.ep[0].rel.tx.next - 1u);
+    len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
+    sim_deliver_now(&s, SIM_A, buf, len);
+    check(s.ep[0].drops[USNIC_DROP_SENDER] == 1 && s.ep[0].st.released == released
+              && usnic_rel_tx_inflight(&s.ep[0].rel) == 20,
+          "sender/unknown_module_ack_releases_nothing", "released %" PRIu64 " -> %" PRIu64,
+          released, s.ep[0].st.released);
+
+    /* a module B stops recognising: everything from it is dropped, nothing delivered */
+    sim_forget_sender(&s, SIM_B, s.cfg.module_id[0]);
+    rc = sim_run(&s, 50 * 1000000ull);
+    check(0 != rc && s.ep[1].drops[USNIC_DROP_SENDER] > 20 && s.ep[1].rx_nlog == 0
+              && s.ep[0].msgs[0].delivered == 0,
+          "sender/forgotten_module_never_delivered", "rc=%d SENDER=%" PRIu64 " delivered=%zu", rc,
+          s.ep[1].drops[USNIC_DROP_SENDER], s.ep[1].rx_nlog);
+    sim_fini(&s);
+
+    /* sanity: the same traffic from a known module is delivered */
+    sim_setup(&s, check_seed);
+    for (int k = 0; k < 20; k++) {
+        sim_send(&s, SIM_A, 500, 1);
+    }
+    rc = sim_run(&s, 1000 * 1000000ull);
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+    check(0 == rc && 0 == s.ep[1].drops[USNIC_DROP_SENDER], "sender/known_module_delivered", "%s %s",
+          why, s.err);
+    sim_fini(&s);
+}
+
+#define ZG 64
+
+/* Deliver one PUT datagram with the next sequence number from A: it must be a
+ * PUT_RANGE drop that writes nothing into mem (compared with snap, or with the
+ * 0x22 fill when snap is NULL). */
+static void bad_put(struct sim *s, const char *name, uint64_t key, uint64_t reg_off,
+                    uint64_t msg_len, uint64_t off, uint32_t plen, const uint8_t *mem,
+                    const uint8_t *snap, size_t memlen)
+{
+    uint64_t buf[BUFW];
+    uint8_t pay[200];
+    struct usnic_pkt_hdr h;
+    struct usnic_chunk_hdr ch = chunk_hdr(77, msg_len, off);
+    struct usnic_put_hdr ph = put_hdr(key, reg_off);
+    usnic_seq_t exp = s->ep[1].rel.rx.expected;
+    uint64_t drops = s->ep[1].drops[USNIC_DROP_PUT_RANGE];
+    bool same = true;
+    size_t len;
+
+    memset(pay, 0x99, sizeof(pay));
+    sim_hdr_init(&h, USNIC_PKT_PUT, USNIC_PKT_FLAG_ACK, 0, s->cfg.module_id[0], JOB, exp,
+                 s->ep[1].rel.tx.acked);
+    len = sim_pkt_build(buf, sizeof(buf), &h, &ch, &ph, pay, plen);
+    sim_deliver_now(s, SIM_B, buf, len);
+    for (size_t i = 0; i < memlen; i++) {
+        same = same && mem[i] == (snap ? snap[i] : 0x22);
+    }
+    check(same && s->ep[1].drops[USNIC_DROP_PUT_RANGE] == drops + 1 && s->ep[1].rel.rx.expected == exp
+              && 0 == s->ep[1].st.unexpected,
+          name, "PUT_RANGE %" PRIu64 " -> %" PRIu64 ", expected %u -> %u, memory %s", drops,
+          s->ep[1].drops[USNIC_DROP_PUT_RANGE], exp, s->ep[1].rel.rx.expected,
+          same ? "untouched" : "WRITTEN");
+}
+
+static void test_put_end_to_end(void)
+{
+    struct sim s;
+    const size_t zlen = 40000;
+    uint8_t *zone = malloc(zlen + 2 * ZG), *expect = malloc(zlen + 2 * ZG), *snap;
+    uint64_t key, key2, key3;
+    uint8_t *other, *other2;
+    char why[256] = "", sum[1024];
+    bool ok;
+    int rc;
+
+    check_seed = 0xC001;
+    sim_setup(&s, check_seed);
+    s.cfg.max_msg_len = 4096; /* PUTs are bounded by their registration, not this */
+    memset(zone, 0xEE, zlen + 2 * ZG);
+    usnic_reg_add(&s.ep[1].reg, (uint64_t) (uintptr_t) (zone + ZG), zlen, &key);
+
+    sim_put(&s, SIM_A, key, 0, 5000);
+    sim_put(&s, SIM_A, key, 7000, 1);
+    sim_put(&s, SIM_A, key, 10000, zlen - 10000); /* up to the last byte */
+    sim_send(&s, SIM_A, 3000, 5);
+    rc = sim_run(&s, 1000 * 1000000ull);
+    sim_summary(&s, sum, sizeof(sum));
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+
+    memset(expect, 0xEE, zlen + 2 * ZG);
+    for (uint32_t i = 0; i < 3; i++) {
+        const struct sim_msg *m = &s.ep[0].msgs[i];
+        sim_msg_fill(m->key, 0, expect + ZG + m->reg_offset, (size_t) m->len);
+    }
+    check(0 == rc && 0 == memcmp(zone, expect, zlen + 2 * ZG),
+          "put/lands_exact_bytes_guards_intact", "%s %s; %s", why, s.err, sum);
+
+    /* bad PUTs, each the next sequence number from A: dropped, nothing written */
+    snap = malloc(zlen + 2 * ZG);
+    memcpy(snap, zone, zlen + 2 * ZG);
+    bad_put(&s, "put/bad_offset_past_end", key, 40001, 10, 0, 10, zone, snap, zlen + 2 * ZG);
+    bad_put(&s, "put/bad_length_past_end", key, 39990, 100, 0, 100, zone, snap, zlen + 2 * ZG);
+    bad_put(&s, "put/bad_chunk_past_registration_end", key, 30000, 10001, 10000, 1, zone, snap,
+            zlen + 2 * ZG);
+    bad_put(&s, "put/bad_overflow", key, UINT64_MAX - 50, 100, 0, 100, zone, snap, zlen + 2 * ZG);
+    bad_put(&s, "put/bad_random_key", 0x5A5A5A5A00000007ull, 0, 16, 0, 16, zone, snap,
+            zlen + 2 * ZG);
+
+    /* deregistered, its memory freed: a wrongly accepted PUT is a use-after-free */
+    other = malloc(256);
+    usnic_reg_add(&s.ep[1].reg, (uint64_t) (uintptr_t) other, 256, &key2);
+    usnic_reg_remove(&s.ep[1].reg, key2);
+    free(other);
+    bad_put(&s, "put/bad_deregistered_key", key2, 0, 16, 0, 16, zone, snap, zlen + 2 * ZG);
+
+    /* the slot reused by a new registration: the old key must not reach it */
+    other2 = malloc(256);
+    memset(other2, 0x22, 256);
+    usnic_reg_add(&s.ep[1].reg, (uint64_t) (uintptr_t) other2, 256, &key3);
+    memcpy(snap, zone, zlen + 2 * ZG);
+    bad_put(&s, "put/bad_stale_generation_key", key2, 0, 16, 0, 16, other2, NULL, 256);
+    check((uint32_t) key3 == (uint32_t) key2 && key3 != key2, "put/stale_key_slot_was_reused",
+          "key2=%#" PRIx64 " key3=%#" PRIx64, key2, key3);
+    ok = 0 == memcmp(zone, snap, zlen + 2 * ZG);
+    check(ok, "put/zone_untouched_by_bad_puts", "zone modified");
+
+    free(snap);
+    free(other2);
+    sim_fini(&s);
+    free(zone);
+    free(expect);
+}
+
+/* ================================================================ dump */
+
+static bool has(const char *s, const char *sub)
+{
+    return NULL != strstr(s, sub);
+}
+
+static void test_dump(void)
+{
+    uint64_t buf[BUFW];
+    char out[1024], full[1024];
+    struct usnic_pkt_hdr h;
+    struct usnic_chunk_hdr ch = chunk_hdr(77, 123456789012ull, 1400);
+    struct usnic_put_hdr ph = put_hdr(0xFEDCBA9876543210ull, 98765);
+    uint8_t pay[5] = {1, 2, 3, 4, 5};
+    size_t len, n;
+    bool ok;
+    int bad;
+
+    check_seed = 0;
+    sim_hdr_init(&h, USNIC_PKT_PUT, 0x03, 0xAB, 0x12345678u, JOB, 4000000000u, 3999999999u);
+    len = sim_pkt_build(buf, sizeof(buf), &h, &ch, &ph, pay, sizeof(pay));
+    n = usnic_pkt_dump(buf, len, full, sizeof(full));
+    {
+        static const char *const want[] = {
+            "version=1",        "type=PUT",         "flags=0x03",        "tag=171",
+            "src_module=305419896", "job_key=0x0123456789abcdef", " seq=4000000000",
+            "ack_seq=3999999999", "payload_len=5",  "msg_id=77",         "msg_len=123456789012",
+            " offset=1400",     "reg_key=0xfedcba9876543210", "reg_offset=98765"};
+        const char *missing = NULL;
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+            if (!has(full, want[i])) {
+                missing = want[i];
+                break;
+            }
+        }
+        check(NULL == missing && n == strlen(full), "dump/put_names_every_field",
+              "missing \"%s\" in \"%s\"", missing ? missing : "", full);
+    }
+
+    sim_hdr_init(&h, USNIC_PKT_CHUNK, 0x01, 3, 9, JOB, 5, 4);
+    len = sim_pkt_build(buf, sizeof(buf), &h, &ch, NULL, pay, sizeof(pay));
+    n = usnic_pkt_dump(buf, len, out, sizeof(out));
+    check(has(out, "type=CHUNK") && has(out, "msg_id=77") && has(out, "msg_len=123456789012")
+              && has(out, " offset=1400") && !has(out, "reg_key") && has(out, " seq=5")
+              && has(out, "ack_seq=4") && has(out, "tag=3") && has(out, "src_module=9")
+              && n == strlen(out),
+          "dump/chunk_fields", "\"%s\"", out);
+
+    sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 3, 9, JOB, 5, 4);
+    len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, pay, sizeof(pay));
+    usnic_pkt_dump(buf, len, out, sizeof(out));
+    ok = has(out, "type=FRAG") && has(out, "payload_len=5") && !has(out, "msg_id");
+    sim_hdr_init(&h, USNIC_PKT_ACK, 1, 0, 9, JOB, 0, 4);
+    len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
+    usnic_pkt_dump(buf, len, out, sizeof(out));
+    ok = ok && has(out, "type=ACK") && has(out, "ack_seq=4") && !has(out, "msg_id");
+    H(buf)->type = 9;
+    usnic_pkt_dump(buf, len, out, sizeof(out));
+    ok = ok && has(out, "type=UNKNOWN") && has(out, "(9)");
+    check(ok, "dump/frag_ack_unknown_types", "\"%s\"", out);
+
+    /* truncated datagrams (exact-size copies): never reads past len */
+    sim_hdr_init(&h, USNIC_PKT_PUT, 0x03, 0xAB, 0x12345678u, JOB, 4000000000u, 3999999999u);
+    len = sim_pkt_build(buf, sizeof(buf), &h, &ch, &ph, pay, sizeof(pay));
+    bad = 0;
+    for (size_t l = 0; l <= len; l++) {
+        uint8_t *copy = malloc(l ? l : 1);
+        memcpy(copy, buf, l);
+        n = usnic_pkt_dump(copy, l, out, sizeof(out));
+        free(copy);
+        ok = n == strlen(out);
+        if (l < 32) {
+            ok = ok && has(out, "short");
+        } else if (l < USNIC_HDR_LEN_CHUNK) {
+            ok = ok && has(out, "src_module=") && !has(out, "msg_id");
+        } else if (l < USNIC_HDR_LEN_PUT) {
+            ok = ok && has(out, "msg_id=77") && !has(out, "reg_key");
+        } else {
+            ok = ok && has(out, "reg_offset=98765");
+        }
+        bad += !ok;
+    }
+    n = usnic_pkt_dump(NULL, 100, out, sizeof(out));
+    check(0 == bad && n == strlen(out) && has(out, "short"), "dump/truncated_packets", "%d bad", bad);
+
+    /* every output size, exact-size output buffers: no overrun, NUL-terminated prefix */
+    n = usnic_pkt_dump(buf, len, full, sizeof(full));
+    bad = 0;
+    for (size_t ol = 0; ol <= n + 2; ol++) {
+        char *o = malloc(ol ? ol : 1);
+        size_t m;
+        o[0] = 'X';
+        m = usnic_pkt_dump(buf, len, o, ol);
+        if (0 == ol) {
+            bad += (0 != m || 'X' != o[0]);
+        } else {
+            bad += (m != strlen(o) || m >= ol || m != (ol - 1 < n ? ol - 1 : n)
+                    || 0 != strncmp(o, full, m));
+        }
+        free(o);
+    }
+    for (size_t ol = 0; ol < 40; ol++) { /* tiny outputs for short packets too */
+        char *o = malloc(ol ? ol : 1);
+        size_t m = usnic_pkt_dump(buf, 7, o, ol);
+        bad += ol ? (m != strlen(o) || m >= ol) : (0 != m);
+        free(o);
+    }
+    check(0 == bad, "dump/every_outlen_no_overrun", "%d bad sizes", bad);
+}
+
+static void test_names(void)
+{
+    bool ok = true;
+
+    check_seed = 0;
+    for (int i = 0; i < USNIC_DROP__COUNT; i++) {
+        const char *n = usnic_drop_reason_name((enum usnic_drop_reason) i);
+        const char *d = usnic_drop_reason_desc((enum usnic_drop_reason) i);
+        ok = ok && n && d && n[0] && d[0] && strcmp(n, "UNKNOWN");
+        for (int j = 0; j < i; j++) {
+            ok = ok && strcmp(n, usnic_drop_reason_name((enum usnic_drop_reason) j));
+        }
+    }
+    ok = ok && !strcmp(usnic_drop_reason_name(USNIC_DROP__COUNT), "UNKNOWN")
+         && !strcmp(usnic_drop_reason_name((enum usnic_drop_reason) -1), "UNKNOWN")
+         && !strcmp(usnic_drop_reason_name(USNIC_DROP_PUT_RANGE), "PUT_RANGE");
+    ok = ok && !strcmp(usnic_pkt_type_name(USNIC_PKT_ACK), "ACK")
+         && !strcmp(usnic_pkt_type_name(USNIC_PKT_FRAG), "FRAG")
+         && !strcmp(usnic_pkt_type_name(USNIC_PKT_CHUNK), "CHUNK")
+         && !strcmp(usnic_pkt_type_name(USNIC_PKT_PUT), "PUT")
+         && !strcmp(usnic_pkt_type_name(0), "UNKNOWN") && !strcmp(usnic_pkt_type_name(5), "UNKNOWN");
+    check(ok, "names/drop_reasons_and_types", "a name is missing, duplicated or wrong");
+}
+
+/* ================================================================ fuzz */
+
+static size_t hdr_len_of(unsigned type)
+{
+    switch (type) {
+    case USNIC_PKT_ACK:
+    case USNIC_PKT_FRAG:
+        return 32;
+    case USNIC_PKT_CHUNK:
+        return USNIC_HDR_LEN_CHUNK;
+    case USNIC_PKT_PUT:
+        return USNIC_HDR_LEN_PUT;
+    default:
+        return 0;
+    }
+}
+
+/* The specification, written independently: is this datagram acceptable? */
+static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
+{
+    struct usnic_pkt_hdr h;
+    struct usnic_chunk_hdr c;
+    struct usnic_put_hdr p;
+    size_t hl;
+
+    if (len < sizeof(h)) {
+        return false;
+    }
+    memcpy(&h, b, sizeof(h));
+    hl = hdr_len_of(h.type);
+    if (h.version != USNIC_PROTO_VERSION || 0 == hl || (h.flags & ~3u) || h.job_key != JOB
+        || len < hl || (uint64_t) h.payload_len + hl != len) {
+        return false;
+    }
+    if (USNIC_PKT_ACK == h.type) {
+        return (h.flags & USNIC_PKT_FLAG_ACK) && 0 == h.payload_len;
+    }
+    if (USNIC_PKT_FRAG == h.type) {
+        return true;
+    }
+    memcpy(&c, b + 32, sizeof(c));
+    if (0 == c.msg_len || 0 == h.payload_len || (USNIC_PKT_CHUNK == h.type && c.msg_len > max)
+        || c.offset > c.msg_len || h.payload_len > c.msg_len - c.offset) {
+        return false;
+    }
+    if (USNIC_PKT_PUT == h.type) {
+        memcpy(&p, b + USNIC_HDR_LEN_CHUNK, sizeof(p));
+        return p.reg_offset <= UINT64_MAX - c.msg_len;
+    }
+    return true;
+}
+
+static uint64_t interesting(struct sim_rng *r, size_t len)
+{
+    switch (sim_rng_below(r, 12)) {
+    case 0: return 0;
+    case 1: return 1;
+    case 2: return UINT64_MAX;
+    case 3: return UINT64_MAX - sim_rng_below(r, 4096);
+    case 4: return 0xFFFFFFFFu;
+    case 5: return 0x80000000u;
+    case 6: return len;
+    case 7: return len - 32;
+    case 8: return len - USNIC_HDR_LEN_CHUNK;
+    case 9: return len - USNIC_HDR_LEN_PUT;
+    case 10: return sim_rng_below(r, 3000);
+    default: return sim_rng_next(r);
+    }
+}
+
+/* Build a random valid datagram into b (8-aligned, 4 KiB); returns its length. */
+static size_t random_valid(struct sim_rng *r, uint8_t *b, uint64_t max)
+{
+    struct usnic_pkt_hdr h;
+    struct usnic_chunk_hdr c;
+    struct usnic_put_hdr p;
+    uint8_t pay[1500];
+    unsigned type = 1 + (unsigned) sim_rng_below(r, 4);
+    uint32_t plen = (USNIC_PKT_ACK == type) ? 0 : (uint32_t) sim_rng_range(r, 1, 1400);
+    uint64_t msg_len;
+
+    sim_msg_fill(sim_rng_next(r), 0, pay, plen);
+    sim_hdr_init(&h, type, (USNIC_PKT_ACK == type ? 1 : 0) | (unsigned) sim_rng_below(r, 4),
+                 (unsigned) sim_rng_below(r, 256), (uint32_t) sim_rng_next(r), JOB,
+                 (uint32_t) sim_rng_next(r), (uint32_t) sim_rng_next(r));
+    msg_len = sim_rng_range(r, plen, (max < 1000000 ? max : 1000000));
+    if (msg_len < plen) {
+        msg_len = plen;
+    }
+    memset(&c, 0, sizeof(c));
+    c.msg_id = (uint32_t) sim_rng_next(r);
+    c.msg_len = msg_len;
+    c.offset = sim_rng_range(r, 0, msg_len - plen);
+    p.reg_key = sim_rng_next(r);
+    p.reg_offset = sim_rng_below(r, 1ull << 40);
+    return sim_pkt_build(b, 4096, &h, (type >= USNIC_PKT_CHUNK) ? &c : NULL,
+                         (USNIC_PKT_PUT == type) ? &p : NULL, pay, plen);
+}
+
+static void mutate(struct sim_rng *r, uint8_t *b, size_t *len)
+{
+    static const struct {
+        size_t off, size;
+    } fields[] = {{0, 1},  {1, 1},  {2, 1},  {3, 1},  {4, 4},  {8, 8},  {16, 4},
+                  {20, 4}, {24, 4}, {28, 4}, {32, 4}, {40, 8}, {48, 8}, {56, 8}, {64, 8}};
+    int n = 1 + (int) sim_rng_below(r, 3);
+
+    for (int i = 0; i < n; i++) {
+        switch (sim_rng_below(r, 5)) {
+        case 0: /* flip a bit */
+            if (*len) {
+                b[sim_rng_below(r, *len)] ^= (uint8_t) (1u << sim_rng_below(r, 8));
+            }
+            break;
+        case 1: /* random byte */
+            if (*len) {
+                b[sim_rng_below(r, *len)] = (uint8_t) sim_rng_next(r);
+            }
+            break;
+        case 2: { /* a header field set to an interesting value */
+            size_t f = (size_t) sim_rng_below(r, sizeof(fields) / sizeof(fields[0]));
+            uint64_t v = interesting(r, *len);
+            if (fields[f].off + fields[f].size <= *len) {
+                memcpy(b + fields[f].off, &v, fields[f].size);
+            }
+            break;
+        }
+        case 3: /* truncate */
+            *len = (size_t) sim_rng_below(r, *len + 1);
+            break;
+        default: { /* extend, keeping payload_len consistent half of the time */
+            size_t add = (size_t) sim_rng_range(r, 1, 64);
+            if (*len + add <= 4096) {
+                memset(b + *len, 0x5C, add);
+                *len += add;
+                if (*len >= 32 && sim_rng_below(r, 2)) {
+                    uint32_t pl;
+                    memcpy(&pl, b + 24, 4);
+                    pl += (uint32_t) add;
+                    memcpy(b + 24, &pl, 4);
+                }
+            }
+            break;
+        }
+        }
+    }
+}
+
+static void test_fuzz(void)
+{
+    enum { ITER = 200000 };
+    static uint64_t work[512];
+    uint8_t *w = (uint8_t *) work;
+    struct sim_rng r;
+    uint64_t counts[USNIC_DROP__COUNT] = {0};
+    uint64_t mismatch = 0, view_bad = 0, dump_bad = 0, odd_reason = 0;
+    char why[256] = "";
+
+    check_seed = 0xF022;
+    sim_rng_seed(&r, check_seed);
+    for (int it = 0; it < ITER; it++) {
+        static const uint64_t maxes[] = {MAXMSG, UINT64_MAX, 0, 1, 4096};
+        uint64_t max = maxes[sim_rng_below(&r, 5)];
+        size_t len;
+        uint8_t *copy;
+        struct usnic_pkt_view v;
+        enum usnic_drop_reason got;
+        bool want;
+
+        if (sim_rng_below(&r, 8) == 0) { /* raw noise, often with a plausible first bytes */
+            len = (size_t) sim_rng_below(&r, 160);
+            for (size_t i = 0; i < len; i++) {
+                w[i] = (uint8_t) sim_rng_next(&r);
+            }
+            if (len >= 2 && sim_rng_below(&r, 2)) {
+                w[0] = USNIC_PROTO_VERSION;
+                w[1] = (uint8_t) sim_rng_range(&r, 0, 5);
+            }
+        } else {
+            len = random_valid(&r, w, max ? max : 1);
+            if (sim_rng_below(&r, 10) != 0) {
+                mutate(&r, w, &len);
+            }
+        }
+        copy = malloc(len ? len : 1); /* exact size: any over-read is an ASan error */
+        memcpy(copy, w, len);
+        memset(&v, 0, sizeof(v));
+        got = usnic_pkt_parse(copy, len, JOB, max, &v);
+        want = spec_ok(copy, len, max);
+        if ((unsigned) got >= USNIC_DROP__COUNT) {
+            odd_reason++;
+        } else {
+            counts[got]++;
+        }
+        if ((USNIC_PKT_OK == got) != want) {
+            if (!mismatch++) {
+                char d[400];
+                usnic_pkt_dump(copy, len, d, sizeof(d));
+                snprintf(why, sizeof(why), "parse=%s spec=%s max=%" PRIu64 ": %.170s",
+                         usnic_drop_reason_name(got), want ? "ok" : "reject", max, d);
+            }
+        }
+        if (USNIC_PKT_OK == got) {
+            size_t hl = hdr_len_of(copy[1]);
+            bool chunked = copy[1] == USNIC_PKT_CHUNK || copy[1] == USNIC_PKT_PUT;
+            if ((const void *) v.hdr != copy || v.payload != copy + hl
+                || (size_t) v.payload_len != len - hl
+                || (chunked ? (const void *) v.chunk != copy + 32 : NULL != v.chunk)
+                || (copy[1] == USNIC_PKT_PUT ? (const void *) v.put != copy + USNIC_HDR_LEN_CHUNK
+                                             : NULL != v.put)) {
+                view_bad++;
+            }
+        } else if (got != USNIC_DROP_SHORT && got != USNIC_DROP_VERSION && got != USNIC_DROP_TYPE
+                   && got != USNIC_DROP_JOB_KEY && got != USNIC_DROP_LENGTH
+                   && got != USNIC_DROP_CHUNK_RANGE && got != USNIC_DROP_PUT_RANGE) {
+            odd_reason++;
+        }
+        if (0 == it % 4) { /* dump the same input into a random small output */
+            size_t ol = (size_t) sim_rng_below(&r, 300);
+            char *o = malloc(ol ? ol : 1);
+            size_t m = usnic_pkt_dump(copy, len, o, ol);
+            if (ol ? (m >= ol || m != strlen(o)) : m != 0) {
+                dump_bad++;
+            }
+            free(o);
+        }
+        free(copy);
+    }
+    check(0 == mismatch, "fuzz/parse_accepts_exactly_the_self_consistent",
+          "%" PRIu64 " mismatches of %d, first: %s", mismatch, ITER, why);
+    check(0 == view_bad && 0 == odd_reason, "fuzz/view_and_reasons_consistent",
+          "view_bad=%" PRIu64 " odd_reason=%" PRIu64, view_bad, odd_reason);
+    check(0 == dump_bad, "fuzz/dump_bounded", "%" PRIu64 " bad dumps", dump_bad);
+    {
+        static const enum usnic_drop_reason need[] = {
+            USNIC_PKT_OK,      USNIC_DROP_SHORT,  USNIC_DROP_VERSION,     USNIC_DROP_TYPE,
+            USNIC_DROP_JOB_KEY, USNIC_DROP_LENGTH, USNIC_DROP_CHUNK_RANGE, USNIC_DROP_PUT_RANGE};
+        const char *missing = NULL;
+        for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+            if (counts[need[i]] < 50) {
+                missing = usnic_drop_reason_name(need[i]);
+            }
+        }
+        check(NULL == missing && counts[USNIC_PKT_OK] > ITER / 20, "fuzz/covers_every_verdict",
+              "rare verdict %s (OK=%" PRIu64 ")", missing ? missing : "-", counts[USNIC_PKT_OK]);
+    }
+}
+
+int main(void)
+{
+    test_parse_valid();
+    test_parse_malformed();
+    test_reasm_orders();
+    test_reasm_check();
+    test_reg_direct();
+    test_unknown_sender();
+    test_put_end_to_end();
+    test_dump();
+    test_names();
+    test_fuzz();
+    return check_summary("test_proto");
+}
