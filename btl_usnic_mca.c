@@ -94,7 +94,7 @@ int usnic_register_params(void)
     reg_int("peer_timeout",
             "Seconds without any acknowledgement from a peer that has data outstanding before "
             "the peer is declared unreachable and the job is told (0 = never)",
-            30, OPAL_INFO_LVL_4, &p->peer_timeout);
+            120, OPAL_INFO_LVL_4, &p->peer_timeout);
     reg_int("seg_num", "Send segments per module (bounds the data in flight on a module)", 8192,
             OPAL_INFO_LVL_6, &p->seg_num);
     reg_int("reasm_slots", "Fragments that may be under reassembly at once from one peer", 256,

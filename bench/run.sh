@@ -8,7 +8,9 @@
 # the per-round min/max.  Results: markdown table on stdout (and in .md),
 # CSV files and a PNG plot under bench/results/.
 set -u
-
+# The whole script is one { ... } block, so bash parses it completely before
+# running: editing run.sh while it runs cannot break the running instance.
+{
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$HERE/build
 RESDIR=$HERE/results
@@ -218,13 +220,16 @@ RUNS=$LOGDIR/runs.txt
 # Wait (up to WAIT_IDLE s) until no other task competes for the CPUs.
 wait_idle() {
     [ "$WAIT_IDLE" -gt 0 ] 2>/dev/null || return 0
-    local deadline=$(( $(date +%s) + WAIT_IDLE )) i sum
+    local deadline=$(( $(date +%s) + WAIT_IDLE )) i sum said=0
     while :; do
         sum=0
         for i in 1 2 3 4; do read_running; sum=$((sum + RUNNING - 1)); sleep 0.25; done
         [ $sum -le 1 ] && return 0    # on average < 0.5 other runnable tasks
         [ "$(date +%s)" -ge $deadline ] && return 0
-        progress "waiting for idle CPUs ($((sum / 4)) other runnable task(s)) ..."
+        if [ -t 2 ] || [ $said = 0 ]; then
+            progress "waiting up to ${WAIT_IDLE}s for idle CPUs ($((sum / 4)) other runnable task(s)) ..."
+            said=1
+        fi
         sleep 2
     done
 }
@@ -540,3 +545,5 @@ else:
     sys.stderr.write("# gnuplot not found: no plot\n")
 sys.stderr.write(f"# tables: {prefix}.md  csv: {prefix}.csv {prefix}-rounds.csv\n")
 PY
+exit $?
+}

@@ -474,6 +474,7 @@ static void test_rel_rx_model(void)
     struct sim_rng rng;
     static uint8_t got[TOTAL + WIN];
     uint32_t low = 0; /* model: first index not received */
+    uint64_t iters = 0;
     int bad = 0;
     char why[160] = "";
 
@@ -481,8 +482,13 @@ static void test_rel_rx_model(void)
     sim_rng_seed(&rng, check_seed);
     memset(got, 0, sizeof(got));
     rel_setup(&rel, &r, WIN, 0, isn, 3);
-    while (low < TOTAL) {
+    while (low < TOTAL && !bad) {
         uint32_t i = low + (uint32_t) sim_rng_below(&rng, WIN);
+        if (++iters > 1000000) {
+            bad++;
+            snprintf(why, sizeof(why), "no progress at seq %#x", isn + low);
+            break;
+        }
         enum usnic_rx_verdict v = usnic_rel_rx_check(&rel, isn + i);
         enum usnic_rx_verdict want = got[i] ? USNIC_RX_DUP : USNIC_RX_NEW;
         if (v != want && !bad++) {

@@ -1,0 +1,34 @@
+#!/bin/bash
+# A peer that stops acknowledging is reported, not waited for forever: rank 1
+# goes silent with data in flight; with btl_usnic_peer_timeout 3 the job must
+# end well before rank 1's 60 s sleep, with the "lost contact" help message.
+. "$(dirname "$0")/../lib/mpitest.sh"
+usnic_mode || { pass "peer timeout (skipped with USNIC_TEST_BTL=tcp)"; finish; }
+build_prog stall || finish
+
+ok=0
+for attempt in 1 2 3; do
+    start=$SECONDS
+    TEST_TIMEOUT=50 EXTRA_MCA="--mca btl_usnic_peer_timeout 3 --mca btl_usnic_retrans_timeout 2000" \
+        run_mpi 2 "$BIN"
+    rc=$?
+    took=$((SECONDS - start))
+    if [ $rc -eq 124 ]; then
+        fail "peer timeout" "job hung until the test's time limit" "$RUN_LOG"
+        finish
+    fi
+    if grep -q 'lost contact with a peer' "$RUN_LOG"; then
+        ok=1
+        break
+    fi
+    # mpirun of this Open MPI sometimes loses a dying rank's help message
+    grep -q 'ORTE_ERROR_LOG.*show_help' "$RUN_LOG" || break
+done
+if [ $ok -eq 1 ] && [ $rc -ne 0 ] && [ $took -lt 40 ]; then
+    pass "peer timeout: job aborted after ${took}s with the peer-unreachable message"
+else
+    fail "peer timeout" "rc=$rc after ${took}s, message found: $ok" "$RUN_LOG"
+fi
+grep -q 'STALL: send completed' "$RUN_LOG" &&
+    fail "peer timeout" "MPI_Send completed although the peer never acknowledged" "$RUN_LOG"
+finish
