@@ -36,6 +36,10 @@
 
 BEGIN_C_DECLS
 
+/* Memory a module may spend on receive buffers and on send segments. */
+#define USNIC_RX_BYTES_MAX (16u * 1024 * 1024)
+#define USNIC_TX_BYTES_MAX (64u * 1024 * 1024)
+
 /* Version of the modex record layout (btl_usnic_proc.h). */
 #define USNIC_MODEX_VERSION 1
 
@@ -69,6 +73,7 @@ typedef struct usnic_channel {
     int rx_depth;        /* receives kept posted */
     opal_free_list_t rx_segs; /* receive buffers: prefix + mtu bytes each */
     struct sockaddr_in addr;  /* bound address (port assigned by the provider) */
+    int rcvbuf;               /* kernel receive buffer bytes, 0 if unknown */
 } usnic_channel_t;
 
 /* Fault injection on the receive path (debug parameters). */
@@ -106,6 +111,9 @@ typedef struct usnic_module {
     uint32_t max_put_payload;   /* data channel, PUT packets */
     uint64_t max_msg_len;       /* largest PML fragment we reassemble */
     bool zero_copy;             /* iov_limit >= 2: send user data without copying it */
+    bool is_udp;                /* provider "udp": plain UDP sockets underneath */
+    uint32_t advertised_mtu;    /* the provider's max_msg_size */
+    int seg_max;                /* send segments the module may allocate */
 
     /* free lists (all bounded; the hotel has a room for every send segment) */
     opal_free_list_t send_segs;  /* data-MTU send buffers */
@@ -151,6 +159,8 @@ typedef struct usnic_params {
     int seg_num;                  /* send segments per module */
     int reasm_slots;              /* concurrent reassemblies per peer */
     int print_stats;
+    int udp_sockbuf;              /* udp provider: kernel socket buffer bytes (0 = default) */
+    int udp_datagram_size;        /* udp provider: 0 = interface MTU, -1 = advertised, N = cap */
     double debug_drop_rate;
     double debug_dup_rate;
     double debug_reorder_rate;

@@ -193,6 +193,18 @@ static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usni
         USNIC_VERBOSE(5, "%s: channel %d setup: %s", module->ifname, id, fi_strerror(-rc));
         return OPAL_ERROR;
     }
+    chan->rcvbuf = 0;
+    if (module->is_udp) {
+        int rcv = 0, snd = 0;
+        if (0 == usnic_udp_tune_socket(&chan->addr, p->udp_sockbuf, &rcv, &snd)) {
+            chan->rcvbuf = rcv;
+            USNIC_VERBOSE(20, "%s: channel %d socket buffers: receive %d, send %d bytes",
+                          module->ifname, id, rcv, snd);
+        } else {
+            USNIC_VERBOSE(20, "%s: channel %d: UDP socket not found, buffers left as they are",
+                          module->ifname, id);
+        }
+    }
     return OPAL_SUCCESS;
 }
 
@@ -231,6 +243,35 @@ static void module_release_resources(usnic_module_t *module)
     module->info = NULL;
 }
 
+/*
+ * The largest datagram of the data channel: what the provider advertises,
+ * bounded by the interface MTU.  The udp provider is plain UDP sockets, so
+ * there the interface MTU is the real limit (9000 with jumbo frames, 65536
+ * on loopback); a self-test at startup proves it (datagram_self_test).
+ */
+static uint32_t choose_datagram_size(usnic_module_t *module, uint32_t advertised, uint32_t if_mtu)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    uint32_t size = advertised;
+
+    module->advertised_mtu = advertised;
+    if (module->is_udp && p->udp_datagram_size >= 0 && if_mtu > 28) {
+        size = if_mtu - 28;
+        if (size > 65507) {
+            size = 65507; /* the largest UDP payload over IPv4 */
+        }
+        if (p->udp_datagram_size > 0 && size > (uint32_t) p->udp_datagram_size) {
+            size = (uint32_t) p->udp_datagram_size;
+        }
+        if (size < advertised) {
+            size = advertised;
+        }
+    } else if (if_mtu > 28 && size > if_mtu - 28) {
+        size = if_mtu - 28;
+    }
+    return size;
+}
+
 /* Sizes that follow from the data channel MTU and the PML limits. */
 static void module_set_sizes(usnic_module_t *module, uint32_t data_mtu)
 {
@@ -267,6 +308,7 @@ static usnic_module_t *module_create(struct fi_info *fi, uint32_t addr, int inde
     bool up;
     uint32_t if_mtu = 0;
     uint32_t data_mtu;
+    int rd_num;
     int rc;
 
     module = calloc(1, sizeof(*module));
@@ -297,11 +339,8 @@ static usnic_module_t *module_create(struct fi_info *fi, uint32_t addr, int inde
     if (NULL == module->info) {
         goto err_free;
     }
-    /* the largest datagram: what the provider advertises, bounded by the interface MTU */
-    data_mtu = (uint32_t) fi->ep_attr->max_msg_size;
-    if (if_mtu > 28 && data_mtu > if_mtu - 28) {
-        data_mtu = if_mtu - 28;
-    }
+    module->is_udp = (0 == strcmp(module->prov_name, "udp"));
+    data_mtu = choose_datagram_size(module, (uint32_t) fi->ep_attr->max_msg_size, if_mtu);
     if (data_mtu < USNIC_HDR_LEN_MAX + 64) {
         USNIC_VERBOSE(20, "%s: skipped, datagrams of %u bytes are too small", module->ifname,
                       data_mtu);
@@ -322,12 +361,28 @@ static usnic_module_t *module_create(struct fi_info *fi, uint32_t addr, int inde
         goto err_release;
     }
     module->zero_copy = module->info->tx_attr->iov_limit >= 2;
+    /* memory bounds: about 16 MiB of receive buffers and 64 MiB of send
+     * segments per module, whatever the datagram size */
+    rd_num = p->rd_num;
+    if ((uint64_t) rd_num * data_mtu > USNIC_RX_BYTES_MAX) {
+        rd_num = (int) (USNIC_RX_BYTES_MAX / data_mtu);
+        if (rd_num < 64) {
+            rd_num = 64;
+        }
+    }
+    module->seg_max = p->seg_num;
+    if ((uint64_t) module->seg_max * data_mtu > USNIC_TX_BYTES_MAX) {
+        module->seg_max = (int) (USNIC_TX_BYTES_MAX / data_mtu);
+        if (module->seg_max < 256) {
+            module->seg_max = 256;
+        }
+    }
     if (OPAL_SUCCESS
             != channel_open(module, &module->chan[USNIC_CHAN_PRIO], USNIC_CHAN_PRIO,
                             module->chan[USNIC_CHAN_PRIO].mtu, p->prio_sd_num, p->prio_rd_num)
         || OPAL_SUCCESS
                != channel_open(module, &module->chan[USNIC_CHAN_DATA], USNIC_CHAN_DATA,
-                               module->chan[USNIC_CHAN_DATA].mtu, p->sd_num, p->rd_num)) {
+                               module->chan[USNIC_CHAN_DATA].mtu, p->sd_num, rd_num)) {
         goto err_release;
     }
     return module;
@@ -340,6 +395,64 @@ err_free:
     }
     free(module);
     return NULL;
+}
+
+/*
+ * Send one datagram of `size` bytes from the data channel to itself and wait
+ * (up to 200 ms) for it to arrive whole.  Runs before any peer exists, so
+ * every completion seen here is the test's own.
+ */
+static bool datagram_self_test(usnic_module_t *module, uint32_t size)
+{
+    usnic_channel_t *chan = &module->chan[USNIC_CHAN_DATA];
+    uint64_t deadline = usnic_now_us() + 200000;
+    bool sent = false, arrived = false;
+    fi_addr_t self;
+    usnic_seg_t *seg;
+    ssize_t rc;
+
+    if (1 != fi_av_insert(module->av, &chan->addr, 1, &self, 0, NULL)) {
+        return false;
+    }
+    seg = usnic_seg_alloc(module, USNIC_SEG_SEND);
+    if (NULL == seg) {
+        fi_av_remove(module->av, &self, 1, 0);
+        return false;
+    }
+    seg->refs = 1;
+    memset(seg->buf, 0x5a, size);
+    seg->buf[0] = 0; /* not a valid protocol version: never mistaken for traffic */
+    rc = fi_send(chan->ep, seg->buf - chan->prefix, chan->prefix + size, NULL, self, &seg->fictx);
+    while (0 == rc && (!sent || !arrived) && usnic_now_us() < deadline) {
+        struct fi_cq_msg_entry ent;
+        usnic_seg_t *s;
+        if (1 != fi_cq_read(chan->cq, &ent, 1)) {
+            if (-FI_EAVAIL == fi_cq_read(chan->cq, &ent, 1)) {
+                struct fi_cq_err_entry err = {0};
+                (void) fi_cq_readerr(chan->cq, &err, 0);
+                if (NULL != err.op_context && err.op_context != &seg->fictx) {
+                    s = (usnic_seg_t *) ((char *) err.op_context - offsetof(usnic_seg_t, fictx));
+                    usnic_repost_recv(module, chan, s);
+                } else {
+                    sent = true;
+                }
+            }
+            continue;
+        }
+        if (ent.op_context == &seg->fictx) {
+            sent = true;
+            continue;
+        }
+        s = (usnic_seg_t *) ((char *) ent.op_context - offsetof(usnic_seg_t, fictx));
+        if (ent.len == chan->prefix + size && 0 == s->buf[0] && 0x5a == s->buf[size - 1]
+            && 0x5a == s->buf[size / 2]) {
+            arrived = true;
+        }
+        usnic_repost_recv(module, chan, s);
+    }
+    usnic_seg_put(seg);
+    fi_av_remove(module->av, &self, 1, 0);
+    return arrived;
 }
 
 /* Free lists, tables, timers and posted receives of a new module. */
@@ -366,7 +479,7 @@ static int module_init_state(usnic_module_t *module)
     }
     OBJ_CONSTRUCT(&module->hotel, opal_hotel_t);
     /* one room per send segment and per SMALL fragment's segment */
-    rc = opal_hotel_init(&module->hotel, 2 * p->seg_num, module->evbase,
+    rc = opal_hotel_init(&module->hotel, 2 * module->seg_max, module->evbase,
                          (uint32_t) p->retrans_timeout, 0, usnic_endpoint_timer_expired);
     if (OPAL_SUCCESS != rc) {
         return rc;
@@ -386,6 +499,17 @@ static int module_init_state(usnic_module_t *module)
         rc = usnic_post_recvs(module, &module->chan[c]);
         if (OPAL_SUCCESS != rc) {
             return rc;
+        }
+    }
+    if (module->chan[USNIC_CHAN_DATA].mtu > module->advertised_mtu) {
+        uint32_t size = module->chan[USNIC_CHAN_DATA].mtu;
+        if (datagram_self_test(module, size)) {
+            USNIC_VERBOSE(10, "%s: self-test datagram of %u bytes arrived: using %u-byte datagrams",
+                          module->ifname, size, size);
+        } else {
+            USNIC_VERBOSE(5, "%s: self-test datagram of %u bytes did not arrive: falling back to "
+                          "the provider's %u bytes", module->ifname, size, module->advertised_mtu);
+            module_set_sizes(module, module->advertised_mtu);
         }
     }
     return OPAL_SUCCESS;

@@ -83,6 +83,7 @@ static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *r)
     usnic_seg_t *seg = seg_of(r);
     usnic_frag_t *frag = seg->frag;
 
+    ep->inflight_bytes -= seg->hdr_len + seg->zc_len;
     if (NULL != frag && USNIC_FRAG_SMALL != frag->kind) {
         seg->frag = NULL;
         if (0 == --frag->chunks_unacked && frag->sent) {
@@ -168,6 +169,27 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
         return NULL;
     }
     ep->rel.ack_every = (rec->send_window / 4 > 0) ? rec->send_window / 4 : 1;
+    {
+        uint32_t data = module->chan[USNIC_CHAN_DATA].mtu;
+        uint32_t prio = module->chan[USNIC_CHAN_PRIO].mtu;
+        if (rec->mtu[USNIC_CHAN_DATA] < data) {
+            data = rec->mtu[USNIC_CHAN_DATA];
+        }
+        if (rec->mtu[USNIC_CHAN_PRIO] < prio) {
+            prio = rec->mtu[USNIC_CHAN_PRIO];
+        }
+        ep->frag_max = data - (uint32_t) USNIC_HDR_LEN_FRAG;
+        ep->prio_frag_max = prio - (uint32_t) USNIC_HDR_LEN_FRAG;
+        ep->chunk_max = data - (uint32_t) USNIC_HDR_LEN_CHUNK;
+        ep->put_max = data - (uint32_t) USNIC_HDR_LEN_PUT;
+        /* keep what we have in flight within half the peer's kernel buffer,
+         * but always allow a few datagrams */
+        ep->inflight_limit = (0 != rec->rcvbuf) ? rec->rcvbuf / 2 : UINT64_MAX;
+        if (ep->inflight_limit < 4u * data) {
+            ep->inflight_limit = 4u * data;
+        }
+        ep->inflight_bytes = 0;
+    }
     ep->last_progress_us = usnic_now_us();
 
     opal_hash_table_set_value_uint32(&module->senders, rec->module_id, ep);

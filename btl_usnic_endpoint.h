@@ -23,6 +23,14 @@ struct mca_btl_base_endpoint_t {
     struct usnic_modex_rec remote;              /* the peer module's record */
     fi_addr_t addr[USNIC_NUM_CHANNELS];         /* the peer's channels in our AV */
 
+    /* payload limits toward this peer: both sides' datagram sizes respected */
+    uint32_t frag_max;            /* FRAG payload on the data channel */
+    uint32_t prio_frag_max;       /* FRAG payload on the priority channel */
+    uint32_t chunk_max;           /* CHUNK payload */
+    uint32_t put_max;             /* PUT payload */
+    uint64_t inflight_bytes;      /* bytes sent and not yet acknowledged */
+    uint64_t inflight_limit;      /* at most this many: half the peer's socket buffer */
+
     struct usnic_rel rel;         /* windows, ACK state (btl_usnic_rel.h) */
     struct usnic_reasm_table reasm; /* fragments being reassembled from this peer */
     struct usnic_reasm_alloc reasm_alloc; /* its buffers: module->big_bufs */

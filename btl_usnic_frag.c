@@ -63,7 +63,7 @@ int usnic_frag_lists_init(usnic_module_t *module)
     int rc;
 
     rc = seg_list_init(module, &module->send_segs, 0, USNIC_SEG_SEND, USNIC_CHAN_DATA,
-                       module->chan[USNIC_CHAN_DATA].mtu, 256, p->seg_num);
+                       module->chan[USNIC_CHAN_DATA].mtu, 64, module->seg_max);
     if (OPAL_SUCCESS != rc) {
         return rc;
     }

@@ -102,6 +102,15 @@ int usnic_register_params(void)
     reg_int("print_stats",
             "Print one line of counters per module at finalize (0 = no, 1 = yes)", 0,
             OPAL_INFO_LVL_4, &p->print_stats);
+    reg_int("udp_sockbuf",
+            "udp provider only: bytes of kernel send and receive buffer to request for each "
+            "socket (larger buffers absorb bursts without loss; 0 = keep the system default)",
+            4 * 1024 * 1024, OPAL_INFO_LVL_5, &p->udp_sockbuf);
+    reg_int("udp_datagram_size",
+            "udp provider only: datagram size. 0 = follow the interface MTU (minus IP and UDP "
+            "headers), proven by a self-test at startup; -1 = the provider's advertised size "
+            "(1472); N > 0 = follow the interface MTU but at most N bytes",
+            0, OPAL_INFO_LVL_4, &p->udp_datagram_size);
     reg_double("debug_drop_rate",
                "Debug: fraction (0..1) of arriving packets the receive path drops", 0.0,
                OPAL_INFO_LVL_9, &p->debug_drop_rate);
@@ -216,6 +225,11 @@ int usnic_check_params(void)
     if (p->recv_window < p->send_window) {
         return bad_param("btl_usnic_recv_window", "smaller than btl_usnic_send_window",
                          "the receive window must be at least the send window");
+    }
+    if (p->udp_sockbuf < 0 || p->udp_datagram_size < -1
+        || (p->udp_datagram_size > 0 && p->udp_datagram_size < 512)) {
+        return bad_param("btl_usnic_udp_sockbuf/udp_datagram_size", "out of range",
+                         "udp_sockbuf must be >= 0; udp_datagram_size must be -1, 0 or >= 512");
     }
     if (p->ack_delay < 0 || p->peer_timeout < 0 || p->fast_retrans_dups < 0
         || p->priority_limit < 0) {

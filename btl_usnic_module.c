@@ -93,7 +93,7 @@ static mca_btl_base_descriptor_t *usnic_alloc(struct mca_btl_base_module_t *btl,
     (void) order;
 
     usnic_lock();
-    if (size <= module->max_frag_payload[USNIC_CHAN_DATA]) {
+    if (size <= ((NULL != ep) ? ep->frag_max : module->max_frag_payload[USNIC_CHAN_DATA])) {
         frag = usnic_frag_alloc_small(module, ep, size, flags);
     } else if (size <= module->max_msg_len) {
         frag = usnic_frag_alloc_large(module, ep, flags);
@@ -137,7 +137,7 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t
     (void) order;
 
     usnic_lock();
-    if (reserve + max_data <= module->max_frag_payload[USNIC_CHAN_DATA]) {
+    if (reserve + max_data <= ep->frag_max) {
         /* SMALL: header and data in one segment (the copy is cheaper than an iov) */
         frag = usnic_frag_alloc_small(module, ep, reserve + max_data, flags);
         if (OPAL_UNLIKELY(NULL == frag)) {
@@ -264,7 +264,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
         }
         return OPAL_ERR_UNREACH;
     }
-    if (total <= module->max_frag_payload[USNIC_CHAN_DATA] && opal_list_is_empty(&ep->sendq)
+    if (total <= ep->frag_max && opal_list_is_empty(&ep->sendq)
         && usnic_rel_tx_window_open(&ep->rel)
         && NULL != (seg = usnic_seg_alloc(module, USNIC_SEG_SEND))) {
         uint8_t *p = seg->buf + USNIC_HDR_LEN_FRAG;

@@ -33,6 +33,7 @@ void usnic_modex_fill(usnic_module_t *module, struct usnic_modex_rec *rec)
     rec->isn = module->local_isn;
     rec->max_msg_len = module->max_msg_len;
     rec->send_window = (uint32_t) mca_btl_usnic_component.params.send_window;
+    rec->rcvbuf = (uint32_t) module->chan[USNIC_CHAN_DATA].rcvbuf;
     {
         size_t n = strlen(module->prov_name);
         memcpy(rec->provider, module->prov_name,

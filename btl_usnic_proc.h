@@ -30,7 +30,7 @@ struct usnic_modex_rec {
     uint32_t isn;          /* first sequence number this module sends to anyone */
     uint64_t max_msg_len;  /* largest fragment it sends as chunks */
     uint32_t send_window;  /* its per-peer send window */
-    uint32_t reserved;
+    uint32_t rcvbuf;       /* kernel receive buffer of its data channel, 0 = unknown */
     char provider[16];     /* libfabric provider name, NUL-padded */
 };
 _Static_assert(sizeof(struct usnic_modex_rec) == 72, "modex record layout");

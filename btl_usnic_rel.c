@@ -86,6 +86,14 @@ static void queue_resend(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     rel->ops->resend(rel, seg);
 }
 
+/* Resend the oldest unacknowledged segment. */
+static void resend_oldest(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+{
+    if (!(seg->state & USNIC_REL_SEG_RESEND)) {
+        queue_resend(rel, seg);
+    }
+}
+
 static void release(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 {
     if (seg->state & USNIC_REL_SEG_TIMER) {
@@ -116,7 +124,7 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack)
                 struct usnic_rel_seg *seg = *tx_slot(rel, rel->tx.acked + 1u);
                 if (NULL != seg && !(seg->state & USNIC_REL_SEG_RESEND)) {
                     rel->stats.retrans_fast++;
-                    queue_resend(rel, seg);
+                    resend_oldest(rel, seg);
                 }
             }
         }
@@ -154,9 +162,15 @@ void usnic_rel_tx_timeout(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     if (seg->state & USNIC_REL_SEG_RESEND) {
         return;
     }
+    if (seg->seq != rel->tx.acked + 1u) {
+        /* not the oldest: it may well have arrived; wait for the ACKs */
+        rel->stats.timer_rearms++;
+        seg->state |= USNIC_REL_SEG_TIMER;
+        rel->ops->timer_arm(rel, seg);
+        return;
+    }
     rel->stats.retrans_timeout++;
-    seg->state |= USNIC_REL_SEG_RESEND;
-    rel->ops->resend(rel, seg);
+    resend_oldest(rel, seg);
 }
 
 struct usnic_rel_seg *usnic_rel_tx_oldest(const struct usnic_rel *rel)

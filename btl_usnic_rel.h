@@ -13,9 +13,14 @@
  *     at most tx.win_size segments are unacknowledged at once.
  *   - Whenever a segment goes on the wire its retransmit timer is armed.
  *   - A cumulative ACK for s releases every segment up to s.
- *   - A timer expiry, or the fast-retransmit threshold of duplicate ACKs
- *     (explicit ACK packets repeating tx.acked while data is outstanding),
- *     queues the oldest affected segment for resend through ops->resend.
+ *   - Only the oldest unacknowledged segment (acked+1) is ever resent on
+ *     suspicion: when its timer expires, or when the fast-retransmit
+ *     threshold of duplicate ACKs is reached (explicit ACK packets repeating
+ *     tx.acked while data is outstanding).  A later segment whose timer
+ *     expires has its timer re-armed instead: the cumulative ACK cannot say
+ *     whether it arrived, and resending the whole window after one loss
+ *     would flood the peer.
+
  *
  * Receiver rules
  *   - rx.expected is the lowest sequence number not yet received; all
@@ -69,6 +74,7 @@ enum usnic_rx_verdict {
 struct usnic_rel_stats {
     uint64_t retrans_timeout; /* resends queued by timer expiry */
     uint64_t retrans_fast;    /* resends queued by duplicate ACKs */
+    uint64_t timer_rearms;    /* expired timers of non-oldest segments, re-armed */
     uint64_t dup_acks;        /* explicit ACKs that acknowledged nothing new */
     uint64_t rx_dup;          /* duplicate data packets received */
     uint64_t rx_beyond;       /* data packets beyond the receive window */

@@ -93,6 +93,7 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
     seg->refs++; /* the window's reference, dropped when acked */
     seg->ep = ep;
     seg->chan = cid;
+    ep->inflight_bytes += seg->hdr_len + seg->zc_len;
     if (fill_ack(ep, hdr)) {
         module->stats.piggy_acks++;
     }
@@ -106,24 +107,25 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
 static inline bool can_send(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
                             enum usnic_channel_id cid)
 {
-    if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel))) {
+    if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel)
+                      || ep->inflight_bytes >= ep->inflight_limit)) {
         module->stats.window_full++;
         return false;
     }
     return module->chan[cid].tx_credits > 0;
 }
 
-static inline enum usnic_channel_id channel_for(usnic_module_t *module, uint32_t payload_len)
+static inline enum usnic_channel_id channel_for(const mca_btl_base_endpoint_t *ep,
+                                                uint32_t payload_len)
 {
-    return (payload_len <= module->max_frag_payload[USNIC_CHAN_PRIO]) ? USNIC_CHAN_PRIO
-                                                                      : USNIC_CHAN_DATA;
+    return (payload_len <= ep->prio_frag_max) ? USNIC_CHAN_PRIO : USNIC_CHAN_DATA;
 }
 
 int usnic_send_small(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
 {
     usnic_seg_t *seg = frag->seg;
     uint32_t len = (uint32_t) frag->segs[0].seg_len;
-    enum usnic_channel_id cid = channel_for(module, len);
+    enum usnic_channel_id cid = channel_for(ep, len);
 
     if (!can_send(module, ep, cid)) {
         return OPAL_ERR_RESOURCE_BUSY;
@@ -169,7 +171,7 @@ int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
 {
     bool put = (USNIC_FRAG_PUT == frag->kind);
     uint32_t hdr_len = (uint32_t) (put ? USNIC_HDR_LEN_PUT : USNIC_HDR_LEN_CHUNK);
-    uint32_t max = put ? module->max_put_payload : module->max_chunk_payload;
+    uint32_t max = put ? ep->put_max : ep->chunk_max;
 
     while (frag->next_off < frag->total_len) {
         struct usnic_pkt_hdr *hdr;
@@ -336,7 +338,7 @@ int usnic_progress_done_frags(usnic_module_t *module)
 int usnic_send_inline(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
                       uint32_t payload_len)
 {
-    enum usnic_channel_id cid = channel_for(module, payload_len);
+    enum usnic_channel_id cid = channel_for(ep, payload_len);
 
     if (!can_send(module, ep, cid)) {
         return OPAL_ERR_RESOURCE_BUSY;

@@ -1,10 +1,13 @@
 /* Small helpers (see btl_usnic_util.h). */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "btl_usnic_util.h"
 
@@ -149,4 +152,59 @@ bool usnic_same_subnet(uint32_t a, uint32_t a_prefix, uint32_t b, uint32_t b_pre
 {
     uint32_t m = prefix_mask(a_prefix < b_prefix ? a_prefix : b_prefix);
     return (a & m) == (b & m);
+}
+
+/*
+ * Find this process's UDP socket bound to *bound (the provider does not
+ * expose it) and size its kernel buffers.  SO_*BUFFORCE works for root and
+ * CAP_NET_ADMIN; otherwise the kernel caps the request at net.core.*mem_max.
+ * Returns 0 and the effective receive/send buffer sizes, or -1 if no socket
+ * was found.
+ */
+int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_eff, int *snd_eff)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    struct dirent *de;
+    int found = -1;
+
+    if (NULL == dir) {
+        return -1;
+    }
+    while (NULL != (de = readdir(dir))) {
+        struct sockaddr_in sin;
+        socklen_t slen = sizeof(sin);
+        struct stat st;
+        int fd, type = 0;
+        socklen_t tlen = sizeof(type);
+        char *end;
+        long v = strtol(de->d_name, &end, 10);
+
+        if ('\0' != *end || v < 0 || v == dirfd(dir)) {
+            continue;
+        }
+        fd = (int) v;
+        if (0 != fstat(fd, &st) || !S_ISSOCK(st.st_mode)
+            || 0 != getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) || SOCK_DGRAM != type
+            || 0 != getsockname(fd, (struct sockaddr *) &sin, &slen) || AF_INET != sin.sin_family
+            || sin.sin_port != bound->sin_port
+            || (sin.sin_addr.s_addr != bound->sin_addr.s_addr && INADDR_ANY != sin.sin_addr.s_addr)) {
+            continue;
+        }
+        if (bytes > 0) {
+            if (0 != setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes))) {
+                (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+            }
+            if (0 != setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes))) {
+                (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+            }
+        }
+        tlen = sizeof(*rcv_eff);
+        (void) getsockopt(fd, SOL_SOCKET, SO_RCVBUF, rcv_eff, &tlen);
+        tlen = sizeof(*snd_eff);
+        (void) getsockopt(fd, SOL_SOCKET, SO_SNDBUF, snd_eff, &tlen);
+        found = 0;
+        break;
+    }
+    closedir(dir);
+    return found;
 }

@@ -61,4 +61,8 @@ uint64_t usnic_hash64(const void *data, size_t len, uint64_t seed);
 /* Same IPv4 subnet under both prefix lengths? */
 bool usnic_same_subnet(uint32_t a, uint32_t a_prefix, uint32_t b, uint32_t b_prefix);
 
+/* Size the kernel buffers of the UDP socket bound to *bound (udp provider). */
+int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_eff,
+                          int *snd_eff);
+
 #endif /* BTL_USNIC_UTIL_H */
