@@ -68,7 +68,7 @@ int usnic_frag_lists_init(usnic_module_t *module)
         return rc;
     }
     rc = seg_list_init(module, &module->ack_segs, 1, USNIC_SEG_ACK, USNIC_CHAN_PRIO,
-                       sizeof(struct usnic_pkt_hdr), 64, -1);
+                       USNIC_HDR_LEN_ACK + sizeof(struct usnic_sack), 64, -1);
     if (OPAL_SUCCESS != rc) {
         return rc;
     }

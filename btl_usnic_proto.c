@@ -49,19 +49,27 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job
     if (USNIC_PKT_ACK == hdr->type && 0 == (hdr->flags & USNIC_PKT_FLAG_ACK)) {
         return USNIC_DROP_TYPE;
     }
+    if (USNIC_PKT_ACK != hdr->type && 0 != (hdr->flags & USNIC_PKT_FLAG_SACK)) {
+        return USNIC_DROP_TYPE;
+    }
     if (hdr->job_key != job_key) {
         return USNIC_DROP_JOB_KEY;
     }
     if (len < hlen || (uint64_t) hdr->payload_len != (uint64_t) (len - hlen)) {
         return USNIC_DROP_LENGTH;
     }
-    if (USNIC_PKT_ACK == hdr->type && 0 != hdr->payload_len) {
+    if (USNIC_PKT_ACK == hdr->type
+        && hdr->payload_len
+               != ((hdr->flags & USNIC_PKT_FLAG_SACK) ? sizeof(struct usnic_sack) : 0u)) {
         return USNIC_DROP_LENGTH;
     }
 
     view->hdr = hdr;
     view->chunk = NULL;
     view->put = NULL;
+    view->sack = (USNIC_PKT_ACK == hdr->type && (hdr->flags & USNIC_PKT_FLAG_SACK))
+                     ? (const void *) (bytes + hlen)
+                     : NULL;
     view->payload = bytes + hlen;
     view->payload_len = hdr->payload_len;
 
@@ -146,6 +154,16 @@ size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen)
     if (n < 0) {
         out[0] = '\0';
         return 0;
+    }
+    if ((size_t) n < outlen && USNIC_PKT_ACK == hdr.type && (hdr.flags & USNIC_PKT_FLAG_SACK)
+        && len >= USNIC_HDR_LEN_ACK + sizeof(struct usnic_sack)) {
+        struct usnic_sack sk;
+        int m;
+        memcpy(&sk, bytes + sizeof(hdr), sizeof(sk));
+        m = snprintf(out + n, outlen - (size_t) n, " sack=0x%016llx", (unsigned long long) sk.bits);
+        if (m > 0) {
+            n += m;
+        }
     }
     if ((size_t) n < outlen && (USNIC_PKT_CHUNK == hdr.type || USNIC_PKT_PUT == hdr.type)
         && len >= USNIC_HDR_LEN_CHUNK) {

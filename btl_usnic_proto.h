@@ -21,7 +21,9 @@
  *
  * followed, by packet type, by:
  *
- *   ACK    nothing (payload_len == 0).  Carries only ack_seq.
+ *   ACK    nothing (payload_len == 0), or with USNIC_PKT_FLAG_SACK an
+ *          8-byte selective-ACK bitmap (struct usnic_sack): bit i set means
+ *          sequence number ack_seq + 2 + i arrived (ack_seq + 1 never did).
  *   FRAG   payload: one whole PML fragment (PML header + data).
  *   CHUNK  chunk header, then payload: bytes [offset, offset+payload_len)
  *          of PML fragment msg_id, which is msg_len bytes long in total.
@@ -73,7 +75,9 @@ enum usnic_pkt_type {
 #define USNIC_PKT_FLAG_ACK 0x01u
 /* the sender asks for an immediate ACK (e.g. it is blocked on a full window) */
 #define USNIC_PKT_FLAG_ACK_REQ 0x02u
-#define USNIC_PKT_FLAGS_KNOWN (USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ)
+/* ACK packet only: payload is a struct usnic_sack */
+#define USNIC_PKT_FLAG_SACK 0x04u
+#define USNIC_PKT_FLAGS_KNOWN (USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ | USNIC_PKT_FLAG_SACK)
 
 struct usnic_pkt_hdr {
     uint8_t version;      /* USNIC_PROTO_VERSION */
@@ -105,6 +109,11 @@ struct usnic_put_hdr {
     uint64_t reg_offset; /* byte offset of the PUT within that registration */
 };
 _Static_assert(sizeof(struct usnic_put_hdr) == 16, "usnic_put_hdr is 16 bytes on the wire");
+
+struct usnic_sack {
+    uint64_t bits; /* bit i: ack_seq + 2 + i was received */
+};
+_Static_assert(sizeof(struct usnic_sack) == 8, "usnic_sack is 8 bytes on the wire");
 
 /* Header bytes before the payload, by type. */
 #define USNIC_HDR_LEN_ACK (sizeof(struct usnic_pkt_hdr))
@@ -143,6 +152,7 @@ struct usnic_pkt_view {
     const struct usnic_pkt_hdr *hdr;
     const struct usnic_chunk_hdr *chunk; /* CHUNK and PUT, else NULL */
     const struct usnic_put_hdr *put;     /* PUT, else NULL */
+    const struct usnic_sack *sack;       /* ACK with USNIC_PKT_FLAG_SACK, else NULL */
     const uint8_t *payload;
     uint32_t payload_len;
 };

@@ -101,6 +101,9 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
             drop(module, USNIC_DROP_ACK_RANGE);
             return;
         }
+        if (NULL != v.sack) {
+            released += usnic_rel_tx_sack(&ep->rel, hdr->ack_seq, v.sack->bits);
+        }
         if (released > 0) {
             ep->last_progress_us = usnic_now_us();
         }

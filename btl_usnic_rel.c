@@ -33,6 +33,7 @@ int usnic_rel_init(struct usnic_rel *rel, const struct usnic_rel_ops *ops, void 
     rel->rx.win_size = round_up_pow2(rx_win ? rx_win : 1);
     rel->rx.seen = calloc(rel->rx.win_size, 1);
     rel->rx.expected = rx_isn;
+    rel->rx.highest = rx_isn - 1u;
     rel->ack_every = rel->tx.win_size / 4 ? rel->tx.win_size / 4 : 1;
 
     if (NULL == rel->tx.win || NULL == rel->rx.seen) {
@@ -146,6 +147,59 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack)
     return released;
 }
 
+int usnic_rel_tx_sack(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits)
+{
+    int released = 0;
+    int top;
+
+    if (0 == bits || usnic_seq_lt(ack, rel->tx.acked)) {
+        return 0; /* stale: the cumulative ACK has moved past it */
+    }
+    /* release what arrived */
+    for (int i = 0; i < 64; i++) {
+        usnic_seq_t s = ack + 2u + (uint32_t) i;
+        struct usnic_rel_seg **slot;
+        if (!(bits & ((uint64_t) 1 << i))) {
+            continue;
+        }
+        if (usnic_seq_ge(s, rel->tx.next) || usnic_seq_le(s, rel->tx.acked)) {
+            break; /* never sent (bad SACK) or already acked */
+        }
+        slot = tx_slot(rel, s);
+        if (NULL != *slot) {
+            struct usnic_rel_seg *seg = *slot;
+            *slot = NULL;
+            release(rel, seg);
+            rel->stats.sacked++;
+            released++;
+        }
+    }
+    /* resend, once, what is missing with enough reported after it */
+    top = 63 - __builtin_clzll(bits); /* highest reported bit */
+    for (int i = -1; i < top; i++) {
+        usnic_seq_t s = ack + 2u + (uint32_t) i; /* i == -1: ack + 1, the gap itself */
+        struct usnic_rel_seg *seg;
+        int after;
+        if (i >= 0 && (bits & ((uint64_t) 1 << i))) {
+            continue;
+        }
+        if (usnic_seq_le(s, rel->tx.acked) || usnic_seq_ge(s, rel->tx.next)) {
+            continue;
+        }
+        after = __builtin_popcountll(bits >> (i + 1));
+        if (after < USNIC_REL_SACK_DUPS) {
+            break;
+        }
+        seg = *tx_slot(rel, s);
+        if (NULL != seg && !(seg->state & (USNIC_REL_SEG_RESEND | USNIC_REL_SEG_SACK_RESENT))) {
+            seg->state |= USNIC_REL_SEG_SACK_RESENT;
+            rel->stats.retrans_sack++;
+            queue_resend(rel, seg);
+        }
+    }
+    return released;
+}
+
 void usnic_rel_tx_send_failed(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 {
     if (!(seg->state & USNIC_REL_SEG_RESEND)) {
@@ -162,7 +216,7 @@ void usnic_rel_tx_timeout(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     if (seg->state & USNIC_REL_SEG_RESEND) {
         return;
     }
-    if (seg->seq != rel->tx.acked + 1u) {
+    if (seg != usnic_rel_tx_oldest(rel)) {
         /* not the oldest: it may well have arrived; wait for the ACKs */
         rel->stats.timer_rearms++;
         seg->state |= USNIC_REL_SEG_TIMER;
@@ -175,10 +229,14 @@ void usnic_rel_tx_timeout(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 
 struct usnic_rel_seg *usnic_rel_tx_oldest(const struct usnic_rel *rel)
 {
-    if (0 == usnic_rel_tx_inflight(rel)) {
-        return NULL;
+    /* the oldest still held: slots a SACK released are skipped */
+    for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.next); s++) {
+        struct usnic_rel_seg *seg = rel->tx.win[s & (rel->tx.win_size - 1u)];
+        if (NULL != seg) {
+            return seg;
+        }
     }
-    return rel->tx.win[(rel->tx.acked + 1u) & (rel->tx.win_size - 1u)];
+    return NULL;
 }
 
 enum usnic_rx_verdict usnic_rel_rx_check(const struct usnic_rel *rel, usnic_seq_t seq)
@@ -201,6 +259,12 @@ void usnic_rel_rx_commit(struct usnic_rel *rel, usnic_seq_t seq, uint64_t now)
 {
     uint32_t mask = rel->rx.win_size - 1u;
 
+    if (seq != rel->rx.expected) {
+        rel->rx.ack_now = true; /* a gap: tell the sender at once */
+    }
+    if (usnic_seq_gt(seq, rel->rx.highest)) {
+        rel->rx.highest = seq;
+    }
     rel->rx.seen[seq & mask] = 1;
     /* Slide past the in-order prefix; slots behind expected are cleared so
      * they can describe expected+win_size.. later. */
@@ -213,6 +277,21 @@ void usnic_rel_rx_commit(struct usnic_rel *rel, usnic_seq_t seq, uint64_t now)
         rel->rx.ack_owed = true;
         rel->rx.ack_owed_since = now;
     }
+}
+
+uint64_t usnic_rel_rx_sack_bits(const struct usnic_rel *rel)
+{
+    uint32_t mask = rel->rx.win_size - 1u;
+    uint64_t bits = 0;
+    int32_t span = usnic_seq_diff(rel->rx.highest, rel->rx.expected);
+
+    /* bit i <-> expected + 1 + i, i.e. (ack = expected - 1) + 2 + i */
+    for (int32_t i = 0; i < span && i < 64; i++) {
+        if (rel->rx.seen[(rel->rx.expected + 1u + (uint32_t) i) & mask]) {
+            bits |= (uint64_t) 1 << i;
+        }
+    }
+    return bits;
 }
 
 void usnic_rel_rx_duplicate(struct usnic_rel *rel)

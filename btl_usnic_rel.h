@@ -13,8 +13,7 @@
  *     at most tx.win_size segments are unacknowledged at once.
  *   - Whenever a segment goes on the wire its retransmit timer is armed.
  *   - A cumulative ACK for s releases every segment up to s.
- *   - Only the oldest unacknowledged segment (acked+1) is ever resent on
- *     suspicion: when its timer expires, or when the fast-retransmit
+ *   - Only the oldest segment still held is ever resent on suspicion: when its timer expires, or when the fast-retransmit
  *     threshold of duplicate ACKs is reached (explicit ACK packets repeating
  *     tx.acked while data is outstanding).  A later segment whose timer
  *     expires has its timer re-armed instead: the cumulative ACK cannot say
@@ -30,6 +29,16 @@
  *     was lost: ACK at once), anything beyond the window is dropped.
  *   - An accepted packet makes an ACK owed; the transport sends it
  *     piggy-backed on data, or explicitly once the ACK delay has passed.
+ *     A packet that arrives out of order (a gap before it) makes the ACK
+ *     due at once, with a selective-ACK bitmap of what arrived beyond the
+ *     gap, so the sender learns of a loss within one round trip.
+ *
+ * Selective ACKs (sender)
+ *   - Segments a SACK reports as received are released at once (their
+ *     window slots stay counted until the cumulative ACK passes them).
+ *   - A segment not reported while at least USNIC_REL_SACK_DUPS segments
+ *     after it are is taken as lost and resent once (later resends of it
+ *     are by timer only).
  */
 #ifndef BTL_USNIC_REL_H
 #define BTL_USNIC_REL_H
@@ -43,6 +52,10 @@
 #define USNIC_REL_SEG_IN_WINDOW 0x1u  /* holds a send-window slot, not yet acked */
 #define USNIC_REL_SEG_TIMER 0x2u      /* retransmit timer armed */
 #define USNIC_REL_SEG_RESEND 0x4u     /* queued for resend by the transport */
+#define USNIC_REL_SEG_SACK_RESENT 0x8u /* already resent once because of a SACK */
+
+/* Segments reported after a missing one before the missing one is resent. */
+#define USNIC_REL_SACK_DUPS 3
 
 /* Embedded in the transport's send segment. */
 struct usnic_rel_seg {
@@ -74,6 +87,8 @@ enum usnic_rx_verdict {
 struct usnic_rel_stats {
     uint64_t retrans_timeout; /* resends queued by timer expiry */
     uint64_t retrans_fast;    /* resends queued by duplicate ACKs */
+    uint64_t retrans_sack;    /* resends queued because a SACK showed a loss */
+    uint64_t sacked;          /* segments released early by a SACK */
     uint64_t timer_rearms;    /* expired timers of non-oldest segments, re-armed */
     uint64_t dup_acks;        /* explicit ACKs that acknowledged nothing new */
     uint64_t rx_dup;          /* duplicate data packets received */
@@ -98,6 +113,7 @@ struct usnic_rel {
         usnic_seq_t expected;  /* lowest not yet received; all before it were */
         uint32_t win_size;     /* power of two */
         uint8_t *seen;         /* seen[seq & (win_size-1)] for seq in [expected, expected+win) */
+        usnic_seq_t highest;   /* highest sequence number accepted; == expected-1 if no gap */
         bool ack_owed;         /* accepted data not yet acknowledged */
         bool ack_now;          /* a duplicate arrived: ACK without delay */
         uint32_t unacked;      /* packets accepted since our last ACK */
@@ -133,6 +149,13 @@ static inline bool usnic_rel_tx_window_open(const struct usnic_rel *rel)
 /* Give seg the next sequence number and a window slot.  The window must be open. */
 usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg);
 
+/*
+ * Process a selective ACK that came with cumulative ACK `ack` (call after
+ * usnic_rel_tx_ack()): bit i of `bits` reports ack + 2 + i as received.
+ * Returns the number of segments released.
+ */
+int usnic_rel_tx_sack(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits);
+
 /* The segment was just handed to the wire (first send or resend): arm its timer. */
 void usnic_rel_tx_sent(struct usnic_rel *rel, struct usnic_rel_seg *seg);
 
@@ -149,7 +172,7 @@ void usnic_rel_tx_send_failed(struct usnic_rel *rel, struct usnic_rel_seg *seg);
 /* The segment's retransmit timer expired. */
 void usnic_rel_tx_timeout(struct usnic_rel *rel, struct usnic_rel_seg *seg);
 
-/* Oldest unacknowledged segment, or NULL. */
+/* Oldest segment still unacknowledged (not released by an ACK or SACK), or NULL. */
 struct usnic_rel_seg *usnic_rel_tx_oldest(const struct usnic_rel *rel);
 
 /* ---- receiver ---- */
@@ -172,6 +195,9 @@ static inline usnic_seq_t usnic_rel_rx_ack_value(const struct usnic_rel *rel)
 {
     return rel->rx.expected - 1u;
 }
+
+/* The SACK bitmap to send with usnic_rel_rx_ack_value() (0: nothing beyond the gap). */
+uint64_t usnic_rel_rx_sack_bits(const struct usnic_rel *rel);
 
 /* Must an explicit ACK go out now? */
 static inline bool usnic_rel_ack_due(const struct usnic_rel *rel, uint64_t now, uint64_t delay)

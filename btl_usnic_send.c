@@ -355,6 +355,7 @@ int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
 {
     usnic_seg_t *seg;
     struct usnic_pkt_hdr *hdr;
+    uint64_t sack;
 
     if (module->chan[USNIC_CHAN_PRIO].tx_credits <= 0) {
         return OPAL_ERR_RESOURCE_BUSY;
@@ -364,9 +365,17 @@ int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
         return OPAL_ERR_RESOURCE_BUSY;
     }
     hdr = (struct usnic_pkt_hdr *) seg->buf;
-    fill_common(module, hdr, USNIC_PKT_ACK, 0, 0);
+    sack = usnic_rel_rx_sack_bits(&ep->rel);
+    fill_common(module, hdr, USNIC_PKT_ACK, 0, 0 != sack ? sizeof(struct usnic_sack) : 0);
     (void) fill_ack(ep, hdr);
     seg->hdr_len = (uint32_t) USNIC_HDR_LEN_ACK;
+    if (0 != sack) {
+        struct usnic_sack *sk = (struct usnic_sack *) (seg->buf + USNIC_HDR_LEN_ACK);
+        hdr->flags |= USNIC_PKT_FLAG_SACK;
+        sk->bits = sack;
+        seg->hdr_len += (uint32_t) sizeof(*sk);
+        module->stats.sacks_tx++;
+    }
     seg->payload_len = 0;
     seg->refs = 0;
     if (OPAL_SUCCESS != post(module, seg, USNIC_CHAN_PRIO, ep->addr[USNIC_CHAN_PRIO])) {

@@ -22,6 +22,8 @@
     X(acks_tx, "explicit ACK packets sent")                                                        \
     X(acks_rx, "explicit ACK packets received")                                                    \
     X(piggy_acks, "ACKs piggy-backed on data")                                                     \
+    X(sacks_tx, "explicit ACKs that carried a selective-ACK bitmap")                               \
+    X(sack_retrans, "retransmissions triggered by selective ACKs")                                 \
     X(bad_pkts, "packets dropped for failing validation")                                          \
     X(inj_drop, "arriving packets dropped by fault injection")                                     \
     X(inj_dup, "arriving packets duplicated by fault injection")                                   \

@@ -513,7 +513,9 @@ if shutil.which("gnuplot"):
         gp = [f"set terminal {term}", f"set output '{prefix}.png'",
               "set multiplot layout 1,2 title 'usnic BTL vs tcp / ofi rxd / raw udp (loopback)" +
               (f", drop rate {loss}" if loss else "") + "'",
-              "set logscale xy", "set grid", "set key top left", "set format x '%.0b%BB'",
+              "set logscale xy", "set grid", "set key top left", "set xtics (" + ", ".join(
+                  f"'{(str(v >> 20) + 'M') if v >= 1 << 20 else (str(v >> 10) + 'K') if v >= 1024 else str(v)}' {v}"
+                  for v in [4 ** i for i in range(12)]) + ")",
               "set xlabel 'message size (bytes)'"]
         for test, ylabel in (("lat", "latency, half round trip (us)"),
                              ("bw", "bandwidth (MB/s)")):
@@ -529,7 +531,7 @@ if shutil.which("gnuplot"):
                 continue
             parts = []
             for _, tr, fn in ss:
-                title = tr if tr != "raw" else "raw udp"
+                title = tr if tr != "raw" else "raw udp (one datagram)"
                 parts.append(f"'{fn}' using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 0.6 "
                              f"lc rgb '{colors[tr]}' title '{title}'")
             gp.append("plot " + ", \\\n     ".join(parts))

@@ -171,9 +171,15 @@ static void test_parse_malformed(void)
     len = mk(buf, 0xFF, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
     expect_reason("malformed/type_255", buf, len, MAXMSG, USNIC_DROP_TYPE);
 
-    /* unknown flag bits */
-    len = mk(buf, USNIC_PKT_FRAG, 0x04, NULL, NULL, pay, 8);
-    expect_reason("malformed/flag_0x04", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    /* unknown flag bits: the lowest bit not in USNIC_PKT_FLAGS_KNOWN, and the top bit */
+    {
+        unsigned unknown = 0xFFu & ~(unsigned) USNIC_PKT_FLAGS_KNOWN;
+        unknown &= -unknown;
+        len = mk(buf, USNIC_PKT_FRAG, unknown, NULL, NULL, pay, 8);
+        expect_reason("malformed/flag_lowest_unknown_bit", buf, len, MAXMSG, USNIC_DROP_TYPE);
+        len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | unknown, NULL, NULL, NULL, 0);
+        expect_reason("malformed/flag_lowest_unknown_bit_on_ack", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    }
     len = mk(buf, USNIC_PKT_FRAG, 0x80 | USNIC_PKT_FLAG_ACK, NULL, NULL, pay, 8);
     expect_reason("malformed/flag_0x81", buf, len, MAXMSG, USNIC_DROP_TYPE);
     len = mk(buf, USNIC_PKT_ACK, 0xFF, NULL, NULL, NULL, 0);
@@ -1018,13 +1024,24 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
     }
     memcpy(&h, b, sizeof(h));
     hl = hdr_len_of(h.type);
-    if (h.version != USNIC_PROTO_VERSION || 0 == hl || (h.flags & ~3u) || h.job_key != JOB
-        || len < hl || (uint64_t) h.payload_len + hl != len) {
+    if (h.version != USNIC_PROTO_VERSION || 0 == hl || (h.flags & ~(unsigned) USNIC_PKT_FLAGS_KNOWN)
+        || h.job_key != JOB || len < hl || (uint64_t) h.payload_len + hl != len) {
+        return false;
+    }
+#ifdef USNIC_PKT_FLAG_SACK
+    /* a selective-ACK bitmap, only on ACK packets, is their whole payload */
+    if (USNIC_PKT_ACK != h.type && (h.flags & USNIC_PKT_FLAG_SACK)) {
         return false;
     }
     if (USNIC_PKT_ACK == h.type) {
+        return (h.flags & USNIC_PKT_FLAG_ACK)
+               && h.payload_len == ((h.flags & USNIC_PKT_FLAG_SACK) ? sizeof(struct usnic_sack) : 0);
+    }
+#else
+    if (USNIC_PKT_ACK == h.type) {
         return (h.flags & USNIC_PKT_FLAG_ACK) && 0 == h.payload_len;
     }
+#endif
     if (USNIC_PKT_FRAG == h.type) {
         return true;
     }
@@ -1067,10 +1084,19 @@ static size_t random_valid(struct sim_rng *r, uint8_t *b, uint64_t max)
     uint8_t pay[1500];
     unsigned type = 1 + (unsigned) sim_rng_below(r, 4);
     uint32_t plen = (USNIC_PKT_ACK == type) ? 0 : (uint32_t) sim_rng_range(r, 1, 1400);
+    unsigned flags = (USNIC_PKT_ACK == type ? USNIC_PKT_FLAG_ACK : 0)
+                     | (unsigned) sim_rng_below(r, 2) * USNIC_PKT_FLAG_ACK
+                     | (unsigned) sim_rng_below(r, 2) * USNIC_PKT_FLAG_ACK_REQ;
     uint64_t msg_len;
 
+#ifdef USNIC_PKT_FLAG_SACK
+    if (USNIC_PKT_ACK == type && sim_rng_below(r, 2)) {
+        flags |= USNIC_PKT_FLAG_SACK;
+        plen = sizeof(struct usnic_sack);
+    }
+#endif
     sim_msg_fill(sim_rng_next(r), 0, pay, plen);
-    sim_hdr_init(&h, type, (USNIC_PKT_ACK == type ? 1 : 0) | (unsigned) sim_rng_below(r, 4),
+    sim_hdr_init(&h, type, flags,
                  (unsigned) sim_rng_below(r, 256), (uint32_t) sim_rng_next(r), JOB,
                  (uint32_t) sim_rng_next(r), (uint32_t) sim_rng_next(r));
     msg_len = sim_rng_range(r, plen, (max < 1000000 ? max : 1000000));

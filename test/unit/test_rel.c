@@ -292,10 +292,20 @@ static void test_rel_timeout_resend(void)
     rel_setup(&rel, &r, 8, 50, 0, 3);
     push_sent(&rel, segs, 3); /* 50, 51, 52 */
 
+    /* only the oldest unacked segment is resent on timeout; a later one is re-armed */
+    usnic_rel_tx_timeout(&rel, &segs[1]);
+    usnic_rel_tx_timeout(&rel, &segs[2]);
+    check(r.resends == 0 && rel.stats.retrans_timeout == 0 && rel.stats.timer_rearms == 2
+              && r.arms == 5 && (segs[1].state & USNIC_REL_SEG_TIMER)
+              && !(segs[1].state & USNIC_REL_SEG_RESEND),
+          "rel/timeout_of_later_segment_rearms_timer", "resends=%d rearms=%" PRIu64 " arms=%d",
+          r.resends, rel.stats.timer_rearms, r.arms);
+
     usnic_rel_tx_timeout(&rel, &segs[0]);
     ok = r.resends == 1 && r.resent_seq[0] == 50 && rel.stats.retrans_timeout == 1
          && (segs[0].state & USNIC_REL_SEG_RESEND) && !(segs[0].state & USNIC_REL_SEG_TIMER);
-    check(ok, "rel/timeout_queues_resend", "resends=%d state=%#x", r.resends, segs[0].state);
+    check(ok, "rel/timeout_of_oldest_queues_resend", "resends=%d state=%#x", r.resends,
+          segs[0].state);
 
     /* a second expiry while queued does not queue twice */
     usnic_rel_tx_timeout(&rel, &segs[0]);
@@ -304,22 +314,24 @@ static void test_rel_timeout_resend(void)
 
     usnic_rel_tx_sent(&rel, &segs[0]);
     check(!(segs[0].state & USNIC_REL_SEG_RESEND) && (segs[0].state & USNIC_REL_SEG_TIMER)
-              && segs[0].sends == 2 && r.arms == 4,
+              && segs[0].sends == 2 && r.arms == 6,
           "rel/resend_rearms_timer", "state=%#x sends=%u arms=%d", segs[0].state, segs[0].sends,
           r.arms);
 
-    /* 51 expires and is queued; an ACK covering it takes it off the queue */
+    /* 50 acked; 51 is now the oldest: it expires and is queued; an ACK covering it
+     * takes it off the queue */
+    ok = usnic_rel_tx_ack(&rel, 50, false) == 1 && r.cancels == 1;
     usnic_rel_tx_timeout(&rel, &segs[1]);
-    ok = r.resends == 2 && usnic_rel_tx_ack(&rel, 51, true) == 2;
+    ok = ok && r.resends == 2 && r.resent_seq[1] == 51 && usnic_rel_tx_ack(&rel, 51, true) == 1;
     check(ok && r.resend_cancels == 1 && r.cancels == 1 && r.acked == 2 && !r.state_bad,
-          "rel/ack_cancels_queued_resend_and_timer", "resend_cancels=%d cancels=%d acked=%d",
+          "rel/ack_cancels_queued_resend", "resend_cancels=%d cancels=%d acked=%d",
           r.resend_cancels, r.cancels, r.acked);
 
     /* a timer that fires for a segment no longer in the window does nothing */
     memset(&stray, 0, sizeof(stray));
     usnic_rel_tx_timeout(&rel, &stray);
-    check(r.resends == 2 && rel.stats.retrans_timeout == 2, "rel/timeout_outside_window_ignored",
-          "resends=%d", r.resends);
+    check(r.resends == 2 && rel.stats.retrans_timeout == 2 && r.arms == 6,
+          "rel/timeout_outside_window_ignored", "resends=%d", r.resends);
     usnic_rel_fini(&rel);
 }
 
@@ -365,7 +377,7 @@ static void test_rel_fast_retrans(void)
     /* oldest already queued by its timer: dups do not queue it again */
     usnic_rel_tx_sent(&rel, &segs[2]);
     usnic_rel_tx_ack(&rel, 12, true);
-    usnic_rel_tx_timeout(&rel, &segs[3]);
+    usnic_rel_tx_timeout(&rel, &segs[3]); /* 13, the oldest */
     for (int i = 0; i < 4; i++) {
         usnic_rel_tx_ack(&rel, 12, true);
     }
@@ -791,7 +803,11 @@ static void run_mix_case_ex(const char *label, uint64_t seed, double loss, doubl
             bad = true;
             snprintf(why, sizeof(why), "duplicated packets but no DUPLICATE drop");
         }
-        if (!bad && 0 == loss && 0 == dup && 0 == reorder) {
+        if (!bad && send_fail > 0 && 0 == s.ep[0].st.tx_post_failed + s.ep[1].st.tx_post_failed) {
+            bad = true;
+            snprintf(why, sizeof(why), "no post failed");
+        }
+        if (!bad && 0 == loss && 0 == dup && 0 == reorder && 0 == send_fail) {
             for (int i = 0; i < 2; i++) {
                 for (int k = 1; k < USNIC_DROP__COUNT; k++) {
                     if (s.ep[i].drops[k]) {
@@ -822,8 +838,8 @@ static void test_mix_matrix(void)
     run_mix_case("loss10_dup5_reorder", 0x1004, 0.10, 0.05, 0.2, RETRANS_SOME);
     run_mix_case("loss30_dup5_reorder", 0x1005, 0.30, 0.05, 0.2, RETRANS_SOME);
     run_mix_case("loss10_clean_order", 0x1006, 0.10, 0.0, 0.0, RETRANS_SOME);
-    /* local post failures are resent from the queue but are not retransmissions */
-    run_mix_case_ex("loss0_postfail5", 0x1007, 0.0, 0.0, 0.0, 0.05, RETRANS_ZERO);
+    /* local post failures go out later from the resend queue (which reorders them) */
+    run_mix_case_ex("loss0_postfail5", 0x1007, 0.0, 0.0, 0.0, 0.05, RETRANS_ANY);
 }
 
 /* Connections through the 2^32 wrap, re-initialised at several ISNs, small window. */
