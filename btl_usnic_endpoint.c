@@ -163,7 +163,11 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
     if (0 != usnic_rel_init(&ep->rel, &endpoint_rel_ops, ep, (uint32_t) p->send_window,
                             (uint32_t) p->recv_window, module->local_isn, rec->isn,
                             (uint32_t) p->fast_retrans_dups)
-        || 0 != usnic_reasm_table_init(&ep->reasm, (uint32_t) p->reasm_slots, &ep->reasm_alloc)) {
+        || 0 != usnic_reasm_table_init(&ep->reasm,
+                                       ((uint32_t) p->reasm_slots > rec->send_window)
+                                           ? (uint32_t) p->reasm_slots
+                                           : rec->send_window,
+                                       &ep->reasm_alloc)) {
         usnic_rel_fini(&ep->rel);
         OBJ_RELEASE(ep);
         return NULL;

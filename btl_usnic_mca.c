@@ -97,7 +97,10 @@ int usnic_register_params(void)
             120, OPAL_INFO_LVL_4, &p->peer_timeout);
     reg_int("seg_num", "Send segments per module (bounds the data in flight on a module)", 8192,
             OPAL_INFO_LVL_6, &p->seg_num);
-    reg_int("reasm_slots", "Fragments that may be under reassembly at once from one peer", 256,
+    reg_int("reasm_slots",
+            "Fragments that may be under reassembly at once from one peer (at least the peer's "
+            "send window is always used)",
+            256,
             OPAL_INFO_LVL_6, &p->reasm_slots);
     reg_int("print_stats",
             "Print one line of counters per module at finalize (0 = no, 1 = yes)", 0,

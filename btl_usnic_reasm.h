@@ -2,7 +2,15 @@
  * Reassembly of chunked PML fragments on the receive side.
  *
  * Each connection has a small table of fragments being reassembled,
- * indexed by msg_id modulo the table size.  Chunks may arrive in any order
+ * indexed by msg_id modulo the table size.
+ *
+ * Sizing rule: the table must have at least as many slots as the peer's
+ * send window has segments.  A fragment under reassembly always has a
+ * missing chunk inside the sender's window, and the sender numbers its
+ * chunked fragments consecutively, so all fragments under way have msg_ids
+ * less than a window apart and never share a slot.  A smaller table can
+ * deadlock: a newer fragment holds the slot an older one needs while the
+ * older one's unacknowledged chunk keeps the window full.  Chunks may arrive in any order
  * (duplicates never reach this code: the sequence-number layer drops them).
  * A fragment is complete when msg_len bytes have been copied in.
  *
