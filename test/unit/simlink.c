@@ -506,7 +506,11 @@ int sim_init(struct sim *s, const struct sim_cfg *c)
         ep->alloc.get = reasm_get;
         ep->alloc.put = reasm_put;
         ep->alloc.ctx = ep;
-        if (0 != usnic_reasm_table_init(&ep->reasm, c->reasm_slots, &ep->alloc)) {
+        /* sizing rule of btl_usnic_reasm.h, applied as the BTL applies it */
+        if (0 != usnic_reasm_table_init(&ep->reasm,
+                                        (c->reasm_slots > c->tx_win[1 - i]) ? c->reasm_slots
+                                                                            : c->tx_win[1 - i],
+                                        &ep->alloc)) {
             return -1;
         }
         usnic_reg_table_init(&ep->reg);
@@ -738,18 +742,24 @@ static bool post_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg, bool
     return true;
 }
 
+/* An explicit ACK, with the SACK bitmap when there is a gap (as the BTL sends it). */
 static void send_ack(struct sim *s, struct sim_ep *ep)
 {
     struct usnic_pkt_hdr h;
-    uint64_t buf[USNIC_HDR_LEN_ACK / 8];
+    struct usnic_sack sk;
+    uint64_t buf[(USNIC_HDR_LEN_ACK + sizeof(struct usnic_sack)) / 8];
     size_t len;
 
-    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, 0, ep->module_id, s->cfg.job_key, 0,
-                 usnic_rel_rx_ack_value(&ep->rel));
-    len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
+    sk.bits = s->cfg.no_sack ? 0 : usnic_rel_rx_sack_bits(&ep->rel);
+    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | (sk.bits ? USNIC_PKT_FLAG_SACK : 0), 0,
+                 ep->module_id, s->cfg.job_key, 0, usnic_rel_rx_ack_value(&ep->rel));
+    len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, &sk, sk.bits ? sizeof(sk) : 0);
     xmit(s, ep, (const uint8_t *) buf, len);
     usnic_rel_ack_sent(&ep->rel);
     ep->st.tx_acks++;
+    if (sk.bits) {
+        ep->st.tx_sacks++;
+    }
 }
 
 static bool ep_has_new(const struct sim_ep *ep)
@@ -884,6 +894,9 @@ static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size
         if (usnic_rel_tx_ack(&ep->rel, v.hdr->ack_seq, USNIC_PKT_ACK == v.hdr->type) < 0) {
             drop(ep, USNIC_DROP_ACK_RANGE);
             return;
+        }
+        if (NULL != v.sack) {
+            (void) usnic_rel_tx_sack(&ep->rel, v.hdr->ack_seq, v.sack->bits);
         }
     }
     if (USNIC_PKT_ACK == v.hdr->type) {
@@ -1130,8 +1143,12 @@ int sim_verify(const struct sim *s, char *why, size_t whylen)
 
 uint64_t sim_retrans(const struct sim *s)
 {
-    return s->ep[0].rel.stats.retrans_timeout + s->ep[0].rel.stats.retrans_fast
-           + s->ep[1].rel.stats.retrans_timeout + s->ep[1].rel.stats.retrans_fast;
+    uint64_t n = 0;
+    for (int i = 0; i < 2; i++) {
+        const struct usnic_rel_stats *st = &s->ep[i].rel.stats;
+        n += st->retrans_timeout + st->retrans_fast + st->retrans_sack;
+    }
+    return n;
 }
 
 void sim_summary(const struct sim *s, char *buf, size_t len)
@@ -1145,10 +1162,12 @@ void sim_summary(const struct sim *s, char *buf, size_t len)
     for (int i = 0; i < 2 && n < len; i++) {
         const struct sim_ep *ep = &s->ep[i];
         w = snprintf(buf + n, len - n,
-                     " | %c: data=%" PRIu64 " resent=%" PRIu64 " acks=%" PRIu64 " rto=%" PRIu64
-                     " fast=%" PRIu64 " dupacks=%" PRIu64 " deliv=%" PRIu64 " drops:",
-                     'A' + i, ep->st.tx_data, ep->st.tx_resent, ep->st.tx_acks,
+                     " | %c: data=%" PRIu64 " resent=%" PRIu64 " acks=%" PRIu64 " sacks=%" PRIu64
+                     " rto=%" PRIu64 " fast=%" PRIu64 " sackre=%" PRIu64 " sacked=%" PRIu64
+                     " rearm=%" PRIu64 " dupacks=%" PRIu64 " deliv=%" PRIu64 " drops:",
+                     'A' + i, ep->st.tx_data, ep->st.tx_resent, ep->st.tx_acks, ep->st.tx_sacks,
                      ep->rel.stats.retrans_timeout, ep->rel.stats.retrans_fast,
+                     ep->rel.stats.retrans_sack, ep->rel.stats.sacked, ep->rel.stats.timer_rearms,
                      ep->rel.stats.dup_acks, ep->st.delivered);
         n = (w > 0 && (size_t) w < len - n) ? n + (size_t) w : len;
         for (int r = 1; r < USNIC_DROP__COUNT && n < len; r++) {

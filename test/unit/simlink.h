@@ -104,13 +104,14 @@ struct sim_cfg {
     uint32_t fast_retrans_dups;
     uint32_t isn[2];          /* initial sequence number of A->B and of B->A */
     uint32_t first_msg_id[2]; /* first chunk msg_id each endpoint uses */
-    uint32_t reasm_slots;
+    uint32_t reasm_slots;     /* raised to the peer's send window, as the BTL does */
     uint32_t max_payload;     /* payload bytes per datagram */
     uint64_t max_msg_len;     /* usnic_pkt_parse() limit */
     uint64_t job_key;
     uint32_t module_id[2];
     double send_fail;        /* fraction of posts that fail locally (usnic_rel_tx_send_failed) */
     bool ack_req_on_full;    /* set USNIC_PKT_FLAG_ACK_REQ on the segment that fills the window */
+    bool no_sack;            /* explicit ACKs never carry a selective-ACK bitmap */
 };
 
 struct sim_msg {
@@ -153,6 +154,7 @@ struct sim_ep_stats {
     uint64_t tx_data;      /* first transmissions of data segments */
     uint64_t tx_resent;    /* retransmissions */
     uint64_t tx_acks;      /* explicit ACK packets */
+    uint64_t tx_sacks;     /* of which carried a SACK bitmap */
     uint64_t tx_post_failed; /* posts that failed locally */
     uint64_t tx_ack_reqs;  /* data packets sent with USNIC_PKT_FLAG_ACK_REQ */
     uint64_t rx_pkts;      /* datagrams received */
@@ -164,7 +166,7 @@ struct sim_ep_stats {
     uint64_t unexpected;   /* accepted data matching no message of the peer */
     uint64_t blocked;      /* pumps that had data to push but found the window closed */
     uint32_t max_inflight;
-    uint64_t released;     /* segments released by ACKs */
+    uint64_t released;     /* segments released by ACKs (cumulative or selective) */
     int64_t segs_live;
     int64_t reasm_live;    /* reassembly buffers handed out and not returned */
     uint64_t reasm_gets;
@@ -271,7 +273,7 @@ void sim_forget_sender(struct sim *s, int at, uint32_t module);
  */
 int sim_verify(const struct sim *s, char *why, size_t whylen);
 
-/* Total rel.stats.retrans_timeout + retrans_fast of both endpoints. */
+/* Total rel.stats.retrans_timeout + retrans_fast + retrans_sack of both endpoints. */
 uint64_t sim_retrans(const struct sim *s);
 /* One-line summary of counters for failure messages. */
 void sim_summary(const struct sim *s, char *buf, size_t len);
