@@ -136,8 +136,12 @@ typedef struct usnic_module {
     mca_btl_base_module_error_cb_fn_t error_cb;
     usnic_fault_t fault;
     usnic_module_stats_t stats;
+    uint32_t data_idle;          /* consecutive progress calls without data completions */
     bool finalized;
 } usnic_module_t;
+
+/* Data-channel polls without a completion before it is polled less often. */
+#define USNIC_DATA_IDLE_POLLS 64
 
 /* All tunables (registered in btl_usnic_mca.c). */
 typedef struct usnic_params {

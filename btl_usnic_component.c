@@ -734,7 +734,17 @@ static int module_progress(usnic_module_t *module)
     int count;
 
     count = poll_channel(module, &module->chan[USNIC_CHAN_PRIO]);
-    count += poll_channel(module, &module->chan[USNIC_CHAN_DATA]);
+    /* Polling a udp-provider channel costs a system call even when nothing
+     * arrived.  While the data channel has been idle for a while, poll it
+     * on every fourth call only: small messages and ACKs use the priority
+     * channel, and the first data arrival brings full-rate polling back. */
+    if (module->data_idle < USNIC_DATA_IDLE_POLLS || 0 == (module->data_idle & 3)) {
+        int n = poll_channel(module, &module->chan[USNIC_CHAN_DATA]);
+        module->data_idle = (0 == n) ? module->data_idle + 1 : 0;
+        count += n;
+    } else {
+        module->data_idle++;
+    }
     usnic_fault_flush(module, 0 == count);
     count += usnic_progress_done_frags(module);
     usnic_progress_resends(module);

@@ -43,7 +43,7 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job
         return USNIC_DROP_VERSION;
     }
     hlen = hdr_len_for_type(hdr->type);
-    if (0 == hlen || 0 != (hdr->flags & ~USNIC_PKT_FLAGS_KNOWN)) {
+    if (0 == hlen || 0 != (hdr->flags & ~USNIC_PKT_FLAGS_KNOWN) || 0 != hdr->reserved) {
         return USNIC_DROP_TYPE;
     }
     if (USNIC_PKT_ACK == hdr->type && 0 == (hdr->flags & USNIC_PKT_FLAG_ACK)) {
@@ -75,6 +75,9 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job
 
     if (USNIC_PKT_CHUNK == hdr->type || USNIC_PKT_PUT == hdr->type) {
         const struct usnic_chunk_hdr *ch = (const void *) (bytes + sizeof(*hdr));
+        if (0 != ch->reserved) {
+            return USNIC_DROP_TYPE;
+        }
         /* a PUT's length is bounded by its registration, checked on arrival */
         if (0 == ch->msg_len || 0 == hdr->payload_len
             || (USNIC_PKT_CHUNK == hdr->type && ch->msg_len > max_msg_len)

@@ -127,7 +127,7 @@ _Static_assert(sizeof(struct usnic_sack) == 8, "usnic_sack is 8 bytes on the wir
 #define USNIC_DROP_REASONS(X)                                                                      \
     X(SHORT, "shorter than the common header")                                                     \
     X(VERSION, "unknown protocol version")                                                         \
-    X(TYPE, "unknown packet type or flags")                                                        \
+    X(TYPE, "unknown packet type or flags, or a reserved field not zero")                         \
     X(JOB_KEY, "job key of another job")                                                           \
     X(LENGTH, "payload length disagrees with datagram length")                                     \
     X(SENDER, "unknown sender module")                                                             \

@@ -200,6 +200,17 @@ static void test_parse_malformed(void)
     len = mk(buf, USNIC_PKT_ACK, 0xFF, NULL, NULL, NULL, 0);
     expect_reason("malformed/flag_0xff_on_ack", buf, len, MAXMSG, USNIC_DROP_TYPE);
 
+    /* reserved fields must be zero */
+    len = mk(buf, USNIC_PKT_FRAG, USNIC_PKT_FLAG_ACK, NULL, NULL, pay, 8);
+    H(buf)->reserved = 1;
+    expect_reason("malformed/header_reserved_not_zero", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    {
+        struct usnic_chunk_hdr cr = chunk_hdr(1, 100, 0);
+        cr.reserved = 0x80000000u;
+        len = mk(buf, USNIC_PKT_CHUNK, USNIC_PKT_FLAG_ACK, &cr, NULL, pay, 8);
+        expect_reason("malformed/chunk_reserved_not_zero", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    }
+
     /* ACK without the ACK flag */
     len = mk(buf, USNIC_PKT_ACK, 0, NULL, NULL, NULL, 0);
     expect_reason("malformed/ack_without_ack_flag", buf, len, MAXMSG, USNIC_DROP_TYPE);
@@ -1077,6 +1088,7 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
     memcpy(&h, b, sizeof(h));
     hl = hdr_len_of(h.type);
     if (h.version != USNIC_PROTO_VERSION || 0 == hl || (h.flags & ~(unsigned) USNIC_PKT_FLAGS_KNOWN)
+        || 0 != h.reserved
         || h.job_key != JOB || len < hl || (uint64_t) h.payload_len + hl != len) {
         return false;
     }
@@ -1092,7 +1104,7 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
         return true;
     }
     memcpy(&c, b + 32, sizeof(c));
-    if (0 == c.msg_len || 0 == h.payload_len || (USNIC_PKT_CHUNK == h.type && c.msg_len > max)
+    if (0 != c.reserved || 0 == c.msg_len || 0 == h.payload_len || (USNIC_PKT_CHUNK == h.type && c.msg_len > max)
         || c.offset > c.msg_len || h.payload_len > c.msg_len - c.offset) {
         return false;
     }
