@@ -34,7 +34,7 @@ run_step() {
     failed=$((failed + f))
 }
 
-build_component() {
+build_component() (
     set -e
     cd "$top"
     ./autogen.sh
@@ -49,7 +49,7 @@ build_component() {
     make install
     ompi_info | grep -q 'MCA btl: usnic' || { echo "FAIL: ompi_info does not list btl usnic"; exit 1; }
     echo "PASS: build and install without warnings"
-}
+)
 
 "$top/scripts/install-deps.sh" || { echo "0 passed, 1 failed"; exit 1; }
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
