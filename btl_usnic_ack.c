@@ -6,10 +6,7 @@
  * send window arrived unacknowledged, or a duplicate arrived (our earlier
  * ACK was lost, or the sender asked).
  */
-#include "btl_usnic.h"
-#include "btl_usnic_endpoint.h"
-
-int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep);
+#include "btl_usnic_send.h"
 
 void usnic_ack_schedule(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
 {

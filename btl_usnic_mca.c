@@ -13,30 +13,32 @@
 #include "btl_usnic.h"
 #include "btl_usnic_util.h"
 
+static void reg(const char *name, const char *desc, mca_base_var_type_t type, int level,
+                void *storage)
+{
+    (void) mca_base_component_var_register(&mca_btl_usnic_component.super.btl_version, name, desc,
+                                           type, NULL, 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY,
+                                           storage);
+}
+
 static void reg_string(const char *name, const char *desc, const char *def, int level,
                        char **storage)
 {
     *storage = (char *) def;
-    (void) mca_base_component_var_register(&mca_btl_usnic_component.super.btl_version, name, desc,
-                                           MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, level,
-                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+    reg(name, desc, MCA_BASE_VAR_TYPE_STRING, level, storage);
 }
 
 static void reg_int(const char *name, const char *desc, int def, int level, int *storage)
 {
     *storage = def;
-    (void) mca_base_component_var_register(&mca_btl_usnic_component.super.btl_version, name, desc,
-                                           MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level,
-                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+    reg(name, desc, MCA_BASE_VAR_TYPE_INT, level, storage);
 }
 
 static void reg_double(const char *name, const char *desc, double def, int level,
                        double *storage)
 {
     *storage = def;
-    (void) mca_base_component_var_register(&mca_btl_usnic_component.super.btl_version, name, desc,
-                                           MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, level,
-                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+    reg(name, desc, MCA_BASE_VAR_TYPE_DOUBLE, level, storage);
 }
 
 int usnic_register_params(void)

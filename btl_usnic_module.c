@@ -12,14 +12,9 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_proc.h"
+#include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
-/* btl_usnic_send.c */
-int usnic_send_small(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
-int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
-int usnic_send_inline(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
-                      uint32_t payload_len);
-void usnic_endpoint_enqueue(mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
 
 static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs,
                            struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **peers,
@@ -277,14 +272,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
             size_t max_data = payload_size;
             (void) opal_convertor_pack(convertor, &iov, &iov_count, &max_data);
         }
-        hdr->version = USNIC_PROTO_VERSION;
-        hdr->type = USNIC_PKT_FRAG;
-        hdr->flags = 0;
-        hdr->tag = tag;
-        hdr->src_module = module->module_id;
-        hdr->job_key = mca_btl_usnic_component.job_key;
-        hdr->payload_len = (uint32_t) total;
-        hdr->reserved = 0;
+        usnic_pkt_hdr_init(module, hdr, USNIC_PKT_FRAG, tag, (uint32_t) total);
         if (OPAL_SUCCESS == usnic_send_inline(module, ep, seg, (uint32_t) total)) {
             usnic_unlock();
             return OPAL_SUCCESS;

@@ -14,25 +14,8 @@
  */
 #include <string.h>
 
-#include "btl_usnic.h"
-#include "btl_usnic_endpoint.h"
-#include "btl_usnic_frag.h"
+#include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
-
-static inline void fill_common(usnic_module_t *module, struct usnic_pkt_hdr *hdr, uint8_t type,
-                               uint8_t tag, uint32_t payload_len)
-{
-    hdr->version = USNIC_PROTO_VERSION;
-    hdr->type = type;
-    hdr->flags = 0;
-    hdr->tag = tag;
-    hdr->src_module = module->module_id;
-    hdr->job_key = mca_btl_usnic_component.job_key;
-    hdr->seq = 0;
-    hdr->ack_seq = 0;
-    hdr->payload_len = payload_len;
-    hdr->reserved = 0;
-}
 
 /* Put our cumulative ACK for this peer in the header; true if one was owed. */
 static inline bool fill_ack(mca_btl_base_endpoint_t *ep, struct usnic_pkt_hdr *hdr)
@@ -130,7 +113,7 @@ int usnic_send_small(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_
     if (!can_send(module, ep, cid)) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    fill_common(module, (struct usnic_pkt_hdr *) seg->buf, USNIC_PKT_FRAG, frag->tag, len);
+    usnic_pkt_hdr_init(module, (struct usnic_pkt_hdr *) seg->buf, USNIC_PKT_FRAG, frag->tag, len);
     seg->hdr_len = (uint32_t) USNIC_HDR_LEN_FRAG + len;
     seg->payload_len = len;
     transmit_new(module, ep, seg, cid);
@@ -188,7 +171,7 @@ int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
             return OPAL_ERR_RESOURCE_BUSY;
         }
         hdr = (struct usnic_pkt_hdr *) seg->buf;
-        fill_common(module, hdr, put ? USNIC_PKT_PUT : USNIC_PKT_CHUNK, frag->tag, n);
+        usnic_pkt_hdr_init(module, hdr, put ? USNIC_PKT_PUT : USNIC_PKT_CHUNK, frag->tag, n);
         ch = (struct usnic_chunk_hdr *) (seg->buf + sizeof(*hdr));
         ch->msg_id = frag->msg_id;
         ch->reserved = 0;
@@ -366,7 +349,7 @@ int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
     }
     hdr = (struct usnic_pkt_hdr *) seg->buf;
     sack = usnic_rel_rx_sack_bits(&ep->rel);
-    fill_common(module, hdr, USNIC_PKT_ACK, 0, 0 != sack ? sizeof(struct usnic_sack) : 0);
+    usnic_pkt_hdr_init(module, hdr, USNIC_PKT_ACK, 0, 0 != sack ? sizeof(struct usnic_sack) : 0);
     (void) fill_ack(ep, hdr);
     seg->hdr_len = (uint32_t) USNIC_HDR_LEN_ACK;
     if (0 != sack) {

@@ -1,0 +1,37 @@
+/* The send engine's entry points (btl_usnic_send.c). */
+#ifndef BTL_USNIC_SEND_H
+#define BTL_USNIC_SEND_H
+
+#include "btl_usnic.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+
+/* Fill the common header of a packet this module sends (no ACK, seq 0). */
+static inline void usnic_pkt_hdr_init(const usnic_module_t *module, struct usnic_pkt_hdr *hdr,
+                                      uint8_t type, uint8_t tag, uint32_t payload_len)
+{
+    hdr->version = USNIC_PROTO_VERSION;
+    hdr->type = type;
+    hdr->flags = 0;
+    hdr->tag = tag;
+    hdr->src_module = module->module_id;
+    hdr->job_key = mca_btl_usnic_component.job_key;
+    hdr->seq = 0;
+    hdr->ack_seq = 0;
+    hdr->payload_len = payload_len;
+    hdr->reserved = 0;
+}
+
+/* Send a SMALL fragment now: OPAL_SUCCESS, or OPAL_ERR_RESOURCE_BUSY (window, credits). */
+int usnic_send_small(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
+/* Hand as many chunks of a LARGE/PUT fragment to the wire as allowed; SUCCESS when all are out. */
+int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
+/* Send a segment whose FRAG header and payload_len bytes of payload are already filled in. */
+int usnic_send_inline(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
+                      uint32_t payload_len);
+/* Queue a fragment behind the endpoint's others. */
+void usnic_endpoint_enqueue(mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
+/* Send an explicit ACK (with SACK when there is a gap). */
+int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep);
+
+#endif /* BTL_USNIC_SEND_H */
