@@ -31,6 +31,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include "btl_usnic_util.h"
 #include <getopt.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -79,6 +80,7 @@ struct opts {
     int human;
     int no_inject;
     int strict;               /* refuse sizes above the advertised max_msg_size */
+    int sockbuf;              /* -B: kernel socket buffer bytes (0 = system default) */
     int verbose;
 };
 
@@ -305,6 +307,20 @@ static void fab_open(void)
     FI_CHECK(fi_ep_bind(F.ep, &F.txcq->fid, FI_TRANSMIT));
     FI_CHECK(fi_ep_bind(F.ep, &F.rxcq->fid, FI_RECV));
     FI_CHECK(fi_enable(F.ep));
+    if (o.sockbuf > 0) {
+        /* the same kernel buffers the usnic BTL asks for (btl_usnic_udp_sockbuf),
+         * found and sized by the BTL's own helper */
+        struct sockaddr_in bound;
+        size_t blen = sizeof(bound);
+        int rcv = 0, snd = 0;
+        if (fi_getname(&F.ep->fid, &bound, &blen) == 0 && bound.sin_family == AF_INET
+            && usnic_udp_tune_socket(&bound, o.sockbuf, &rcv, &snd) == 0) {
+            if (o.verbose)
+                fprintf(stderr, "%s: socket buffers receive %d send %d\n", self_name, rcv, snd);
+        } else if (o.verbose) {
+            fprintf(stderr, "%s: socket not found, buffers unchanged\n", self_name);
+        }
+    }
 
     /* buffers: slot = prefix + largest payload, 64-byte aligned */
     F.slot = (F.prefix + F.max_payload + 63) & ~(size_t)63;
@@ -995,6 +1011,8 @@ static void usage(int code)
 "  -R depth   posted receives (default 512, capped by rx_attr->size)\n"
 "  -W depth   tx slots / outstanding sends (default 256)\n"
 "  -I         never use fi_inject (always fi_send + tx completion)\n"
+"  -B bytes   kernel socket buffer size to request (default 4194304, as the\n"
+"             usnic BTL's btl_usnic_udp_sockbuf; 0 = system default)\n"
 "  -x         strict: refuse datagrams above advertised max_msg_size\n"
 "  -h         also print a human-readable table ('#' lines)\n"
 "  -v         verbose\n"
@@ -1019,10 +1037,11 @@ int main(int argc, char **argv)
     o.rx_depth = 512;
     o.tx_depth = 256;
     o.dsizes[0] = 1472;
+    o.sockbuf = 4 * 1024 * 1024;
     o.ndsizes = 1;
     o.nbsizes = parse_list("8,64,256,1024", o.bsizes, MAX_SIZES, "-b");
 
-    while ((ch = getopt_long(argc, argv, "p:a:d:b:t:s:S:r:n:T:R:W:Ixhv", lopts,
+    while ((ch = getopt_long(argc, argv, "p:a:d:b:t:s:S:r:n:T:R:W:B:Ixhv", lopts,
                              NULL)) != -1) {
         switch (ch) {
         case 'p': o.prov = optarg; break;
@@ -1042,6 +1061,7 @@ int main(int argc, char **argv)
         case 'T': o.stream_ms = atof(optarg); break;
         case 'R': o.rx_depth = atoi(optarg); break;
         case 'W': o.tx_depth = atoi(optarg); break;
+        case 'B': o.sockbuf = atoi(optarg); break;
         case 'I': o.no_inject = 1; break;
         case 'x': o.strict = 1; break;
         case 'h': o.human = 1; break;
