@@ -137,6 +137,9 @@ typedef struct usnic_module {
     usnic_fault_t fault;
     usnic_module_stats_t stats;
     uint32_t data_idle;          /* consecutive progress calls without data completions */
+    uint64_t now_us;             /* usnic_now_us() at the start of the current progress call */
+    uint32_t last_sender_id;     /* cache of the last sender lookup (module id -> endpoint) */
+    struct mca_btl_base_endpoint_t *last_sender;
     bool finalized;
 } usnic_module_t;
 

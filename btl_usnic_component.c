@@ -741,9 +741,10 @@ static void service_timers(usnic_module_t *module, uint64_t now)
 
 static int module_progress(usnic_module_t *module)
 {
-    uint64_t now;
+    uint64_t now = usnic_now_us();
     int count;
 
+    module->now_us = now;
     count = poll_channel(module, &module->chan[USNIC_CHAN_PRIO]);
     /* Polling a udp-provider channel costs a system call even when nothing
      * arrived.  While the data channel has been idle for a while, poll it
@@ -760,7 +761,6 @@ static int module_progress(usnic_module_t *module)
     count += usnic_progress_done_frags(module);
     usnic_progress_resends(module);
     usnic_progress_sends(module);
-    now = usnic_now_us();
     usnic_progress_acks(module, now);
     service_timers(module, now);
     return count;

@@ -195,6 +195,7 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
         ep->inflight_bytes = 0;
     }
     ep->last_progress_us = usnic_now_us();
+    module->now_us = ep->last_progress_us;
 
     opal_hash_table_set_value_uint32(&module->senders, rec->module_id, ep);
     opal_list_append(&module->endpoints, &ep->super);
@@ -209,6 +210,9 @@ void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep)
     usnic_module_t *module = ep->module;
 
     opal_hash_table_remove_value_uint32(&module->senders, ep->remote.module_id);
+    if (module->last_sender == ep) {
+        module->last_sender = NULL;
+    }
     opal_list_remove_item(&module->endpoints, &ep->super);
     if (ep->on_sendq_list) {
         opal_list_remove_item(&module->sendq_eps, &ep->sendq_item);
@@ -230,8 +234,13 @@ mca_btl_base_endpoint_t *usnic_endpoint_for_sender(usnic_module_t *module, uint3
     opal_proc_t *proc;
     size_t nrecs = 0;
 
+    if (OPAL_LIKELY(module_id == module->last_sender_id && NULL != module->last_sender)) {
+        return module->last_sender;
+    }
     if (OPAL_LIKELY(OPAL_SUCCESS == opal_hash_table_get_value_uint32(&module->senders, module_id,
                                                                      (void **) &ep))) {
+        module->last_sender_id = module_id;
+        module->last_sender = ep;
         return ep;
     }
     /* A process of our job that the PML has not added yet (it adds peers

@@ -70,7 +70,7 @@ static void deliver(usnic_module_t *module, mca_btl_base_endpoint_t *ep, uint8_t
 static void accept_seq(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seq_t seq,
                        uint32_t payload_len)
 {
-    usnic_rel_rx_commit(&ep->rel, seq, usnic_now_us());
+    usnic_rel_rx_commit(&ep->rel, seq, module->now_us);
     module->stats.rx_bytes += payload_len;
     usnic_ack_schedule(module, ep);
 }
@@ -105,7 +105,7 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
             released += usnic_rel_tx_sack(&ep->rel, hdr->ack_seq, v.sack->bits);
         }
         if (released > 0) {
-            ep->last_progress_us = usnic_now_us();
+            ep->last_progress_us = module->now_us;
         }
         if (USNIC_PKT_ACK == hdr->type) {
             module->stats.acks_rx++;

@@ -70,7 +70,7 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
     struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) seg->buf;
 
     if (0 == usnic_rel_tx_inflight(&ep->rel)) {
-        ep->last_progress_us = usnic_now_us();
+        ep->last_progress_us = usnic_now_us(); /* fresh: the app may have been away for long */
     }
     hdr->seq = usnic_rel_tx_push(&ep->rel, &seg->rel);
     seg->refs++; /* the window's reference, dropped when acked */
