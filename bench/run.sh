@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # run.sh - compare the usnic BTL with btl/tcp, mtl/ofi over udp;ofi_rxd and
-# the raw libfabric udp provider, on one host over loopback only.
+# the raw libfabric udp provider, on one host over loopback only.  usnic
+# runs twice: with interface-MTU datagrams (usnic) and with the provider's
+# advertised 1472-byte ones (usnic1472); each run's retransmissions come
+# from the '[usnic stats]' lines of btl_usnic_print_stats.
 #
 # Every round runs each transport once (order rotated between rounds so no
 # transport always runs first); the per-round medians are then combined:
@@ -12,8 +15,32 @@ set -u
 # running: editing run.sh while it runs cannot break the running instance.
 {
 HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
 BUILD=$HERE/build
 RESDIR=$HERE/results
+
+# The command line as typed (for the report's "regenerate with" line);
+# arguments are quoted only when the shell needs it.
+shquote() {
+    local q="'"
+    if [[ $1 =~ ^[A-Za-z0-9_./,:=+%@-]+$ ]]; then printf '%s' "$1"
+    else printf "'%s'" "${1//$q/$q\\$q$q}"; fi
+}
+INVOCATION=$(shquote "$0")
+for a in "$@"; do INVOCATION+=" $(shquote "$a")"; done
+INVOKED_IN=$PWD
+COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null) || COMMIT=unknown
+if [ "$COMMIT" != unknown ] &&
+   [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    COMMIT="$COMMIT (+ uncommitted changes)"
+fi
+
+# The largest UDP payload on lo: what usnic uses by default (interface MTU
+# minus IP and UDP headers, at most 65507).
+LO_MTU=$(cat /sys/class/net/lo/mtu 2>/dev/null)
+case "$LO_MTU" in ''|*[!0-9]*) LO_MTU=65536 ;; esac
+MAXDGRAM=$((LO_MTU - 28))
+[ $MAXDGRAM -le 65507 ] || MAXDGRAM=65507
 
 ROUNDS=3
 ROUNDS_SET=0
@@ -22,8 +49,8 @@ LOSS=""
 TESTS=lat,bw,bibw,rate
 MINSIZE=0
 MAXSIZE=4m
-TRANSPORTS=usnic,tcp,rxd,raw
-DGRAM=1472
+TRANSPORTS=usnic,usnic1472,tcp,rxd,raw
+DGRAM=1472,$MAXDGRAM
 CEILING=""
 RUN_TIMEOUT=600
 WAIT_IDLE=0
@@ -38,11 +65,15 @@ usage: $0 [options]
   --loss RATE     add '--mca btl_usnic_debug_drop_rate RATE' to the usnic runs
   -t tests        mpi_bench tests (default $TESTS)
   -s / -S bytes   mpi_bench size range (default $MINSIZE..$MAXSIZE)
-  -T list         transports to run (default $TRANSPORTS)
+  -T list         transports to run (default $TRANSPORTS);
+                  usnic1472 = usnic with --mca btl_usnic_udp_datagram_size -1
+                  (the provider's advertised 1472-byte datagrams instead of
+                  the interface-MTU ones, $MAXDGRAM bytes on lo)
   -d list         raw datagram size(s) for fi_dgram_bench streaming (default $DGRAM;
-                  e.g. 1472,8972,32000,60000)
-  --ceiling B     raw streaming size used as the bw reference for messages
-                  larger than it (default: first -d size)
+                  e.g. 1472,8972,32000,60000); 1472 and $MAXDGRAM are always added
+  --ceiling B     raw streaming size used as the usnic bw reference for messages
+                  larger than it (default $MAXDGRAM, usnic's datagram size on lo;
+                  usnic1472 is always compared with the 1472-byte streaming)
   --timeout S     kill a single benchmark run after S seconds (default $RUN_TIMEOUT)
   --wait-idle S   before each run wait up to S seconds for other processes to
                   stop using the CPUs (default 0: don't wait, only report)
@@ -75,8 +106,13 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$NAME" ] || NAME=bench-$STAMP
-[ -n "$CEILING" ] || CEILING=${DGRAM%%,*}
+# the raw reference sizes of usnic1472 and usnic must be measured
+for d in 1472 $MAXDGRAM; do
+    [[ ",$DGRAM," == *",$d,"* ]] || DGRAM=$DGRAM,$d
+done
+[ -n "$CEILING" ] || CEILING=$MAXDGRAM
 case "$CEILING" in ''|*[!0-9]*) echo "run.sh: bad --ceiling / -d value" >&2; exit 2 ;; esac
+[[ ",$DGRAM," == *",$CEILING,"* ]] || DGRAM=$DGRAM,$CEILING
 if [ -n "$LOSS" ] && ! [[ $LOSS =~ ^[0-9]*\.?[0-9]+([eE]-?[0-9]+)?$ ]]; then
     echo "run.sh: --loss expects a number, e.g. 0.01" >&2; exit 2
 fi
@@ -116,8 +152,12 @@ mkdir -p "$LOGDIR"
 export FI_UDP_IFACE=lo
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core
         --mca oob_tcp_if_include lo -x FI_UDP_IFACE=lo)
-USNIC_MCA=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo)
+# print_stats: each rank prints '[usnic stats] ... tx_pkts=N ... retrans=N ...'
+# on stderr at MPI_Finalize (the report sums them per run)
+USNIC_MCA=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo
+           --mca btl_usnic_print_stats 1)
 [ -n "$LOSS" ] && USNIC_MCA+=(--mca btl_usnic_debug_drop_rate "$LOSS")
+USNIC1472_MCA=("${USNIC_MCA[@]}" --mca btl_usnic_udp_datagram_size -1)
 TCP_MCA=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
 RXD_MCA=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "udp;ofi_rxd")
 MPI_ARGS=(-t "$TESTS" -s "$MINSIZE" -S "$MAXSIZE" -r "$MPI_REPS" "${MPI_EXTRA[@]}")
@@ -127,6 +167,7 @@ RAW_ARGS=(-p udp -a 127.0.0.1 -d "$DGRAM" -b "$RAW_SMALL" -S 1024 -r "$RAW_REPS"
 set_cmd() {
     case "$1" in
         usnic) CMD=("${MPIRUN[@]}" "${USNIC_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
+        usnic1472) CMD=("${MPIRUN[@]}" "${USNIC1472_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
         tcp)   CMD=("${MPIRUN[@]}" "${TCP_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
         rxd)   CMD=("${MPIRUN[@]}" "${RXD_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
         raw)   CMD=("$BUILD/fi_dgram_bench" "${@:2}") ;;
@@ -135,9 +176,10 @@ set_cmd() {
 
 declare -A STATUS   # transport -> ok | n/a: reason
 declare -A CMDLINE
+declare -A DGINFO   # usnic transports: datagram size seen in the probe
 IFS=, read -r -a TLIST <<<"$TRANSPORTS"
 for t in "${TLIST[@]}"; do
-    case "$t" in usnic|tcp|rxd|raw) ;; *) echo "run.sh: unknown transport '$t'" >&2; exit 2 ;; esac
+    case "$t" in usnic|usnic1472|tcp|rxd|raw) ;; *) echo "run.sh: unknown transport '$t'" >&2; exit 2 ;; esac
 done
 
 progress() {   # transient status line on stderr
@@ -148,7 +190,7 @@ progress_done() { [ -t 2 ] && printf '\r\033[K' >&2; return 0; }
 # Probe: a tiny run must succeed (and, for rxd, really use mtl/ofi).
 probe() {
     local t=$1 log=$LOGDIR/probe-$1.log
-    if [ "$t" = usnic ] && ! ompi_info 2>/dev/null | grep -q 'btl: usnic'; then
+    if [[ $t == usnic* ]] && ! ompi_info 2>/dev/null | grep -q 'btl: usnic'; then
         STATUS[$t]="n/a: usnic BTL not installed (ompi_info | grep 'btl: usnic' is empty)"
         return
     fi
@@ -159,6 +201,9 @@ probe() {
         CMD=("${CMD[@]:0:${#MPIRUN[@]}}" --mca mtl_base_verbose 10 "${CMD[@]:${#MPIRUN[@]}}")
     else
         set_cmd "$t" -t lat -s 8 -S 8 -r 1 -i 20 -x 2
+        # usnic: verbose, to see the datagram size the BTL chose
+        [[ $t == usnic* ]] &&
+            CMD=("${CMD[@]:0:${#MPIRUN[@]}}" --mca btl_base_verbose 5 "${CMD[@]:${#MPIRUN[@]}}")
     fi
     progress "probing $t ..."
     if ! timeout -k 10 120 "${CMD[@]}" >"$log" 2>&1; then
@@ -172,6 +217,16 @@ probe() {
     if ! grep -q '^lat 8 ' "$log"; then
         STATUS[$t]="n/a: probe produced no result (see ${log#$HERE/})"
         return
+    fi
+    if [[ $t == usnic* ]]; then
+        local dg
+        dg=$(grep -o 'btl:usnic: using provider .*: datagram [0-9]* bytes' "$log" |
+             grep -o '[0-9]* bytes$' | sort -u | tr '\n' ' ')
+        dg=${dg% }
+        DGINFO[$t]=${dg:+datagrams: $dg}
+        if [ "$t" = usnic1472 ] && [ -n "$dg" ] && [ "$dg" != "1472 bytes" ]; then
+            DGINFO[$t]="${DGINFO[$t]} (expected 1472 bytes!)"
+        fi
     fi
     if [ "$t" = rxd ]; then
         local prov
@@ -193,7 +248,7 @@ progress_done
 for t in "${TLIST[@]}"; do
     if [ "$t" = raw ]; then set_cmd raw "${RAW_ARGS[@]}"; else set_cmd "$t" "${MPI_ARGS[@]}"; fi
     CMDLINE[$t]="${CMD[*]}"
-    printf '# %-5s %s\n' "$t" "${STATUS[$t]}" >&2
+    printf '# %-9s %s%s\n' "$t" "${STATUS[$t]}" "${DGINFO[$t]:+ (${DGINFO[$t]})}" >&2
 done
 
 # ---------------------------------------------------------------- rounds
@@ -278,26 +333,29 @@ echo "# $TOTAL runs in $(( $(date +%s) - T_START ))s; logs in ${LOGDIR#$HERE/}" 
 # ---------------------------------------------------------------- report
 STATFILE=$LOGDIR/status.txt
 : >"$STATFILE"
-for t in usnic tcp rxd raw; do
+for t in usnic usnic1472 tcp rxd raw; do
     if [[ ",$TRANSPORTS," == *",$t,"* ]]; then
-        printf '%s\t%s\t%s\t%s\n' "$t" "${STATUS[$t]}" "${FAILS[$t]:-}" "${CMDLINE[$t]}" >>"$STATFILE"
+        printf '%s\t%s\t%s\t%s\t%s\n' "$t" "${STATUS[$t]}" "${FAILS[$t]:-}" "${CMDLINE[$t]}" \
+            "${DGINFO[$t]:-}" >>"$STATFILE"
     else
         printf '%s\t%s\t\t\n' "$t" "n/a: not selected (-T)" >>"$STATFILE"
     fi
 done
 
-python3 - "$LOGDIR" "$RESDIR/$NAME" "$ROUNDS" "${LOSS:-}" "$CEILING" "$TESTS" <<'PY'
-import sys, os, re, glob, statistics, subprocess, shutil, datetime, socket
+python3 - "$LOGDIR" "$RESDIR/$NAME" "$ROUNDS" "${LOSS:-}" "$CEILING" "$TESTS" \
+    "$INVOCATION" "$INVOKED_IN" "$COMMIT" "$MAXDGRAM" <<'PY'
+import sys, os, re, glob, statistics, subprocess, shutil, datetime, socket, math
 
-logdir, prefix, rounds, loss, ceiling, tests = sys.argv[1:7]
+logdir, prefix, rounds, loss, ceiling, tests, invocation, invoked_in, commit, maxdgram = sys.argv[1:11]
 rounds = int(rounds); ceiling = int(ceiling)
-TR = ["usnic", "tcp", "rxd", "raw"]
-status, fails, cmds = {}, {}, {}
+TR = ["usnic", "usnic1472", "tcp", "rxd", "raw"]
+USNIC_TR = ["usnic", "usnic1472"]
+status, fails, cmds, dginfo = {}, {}, {}, {}
 for line in open(os.path.join(logdir, "status.txt")):
     parts = line.rstrip("\n").split("\t")
-    while len(parts) < 4:
+    while len(parts) < 5:
         parts.append("")
-    status[parts[0]], fails[parts[0]], cmds[parts[0]] = parts[1], parts[2], parts[3]
+    status[parts[0]], fails[parts[0]], cmds[parts[0]], dginfo[parts[0]] = parts[1:5]
 
 LINE = re.compile(r"^(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 per = {}        # (tr, test, size) -> list of (med, min, max)
@@ -348,7 +406,7 @@ for (tr, test, size) in agg:
     if tr == "raw":
         raw_sizes.setdefault(test, set()).add(size)
 
-def raw_ref(test, size):
+def raw_ref(test, size, ceil=ceiling):
     """raw provider value to compare an MPI result with; (agg, note)"""
     rt = {"lat": "lat", "bw": "bw", "rate": "rate"}.get(test)
     if rt is None:
@@ -356,9 +414,56 @@ def raw_ref(test, size):
     a = get("raw", rt, size)
     if a:
         return a, ""
-    if test == "bw" and size > ceiling and get("raw", "bw", ceiling):
-        return get("raw", "bw", ceiling), "*"
+    if test == "bw" and size > ceil and get("raw", "bw", ceil):
+        return get("raw", "bw", ceil), "*"
     return None, ""
+
+# usnic counters: each rank prints '[usnic stats] ... tx_pkts=N ... retrans=N ...'
+# at MPI_Finalize (btl_usnic_print_stats 1).  mpi_bench runs every test and
+# size in one process pair, so these are totals of a whole run.
+def stat_field(line, name):
+    m = re.search(r"\s%s=(\d+)" % name, line)
+    return int(m.group(1)) if m else 0
+
+usn = {}        # (tr, round) -> counters of that run, summed over ranks
+for tr in USNIC_TR:
+    for f in sorted(glob.glob(os.path.join(logdir, f"{tr}.r*.err"))):
+        rnd = int(re.search(r"\.r(\d+)\.err$", f).group(1))
+        txt = open(f, errors="replace").read()
+        lines = [l for l in txt.splitlines() if "[usnic stats]" in l]
+        usn[(tr, rnd)] = dict(
+            ranks=len(lines),
+            tx=sum(stat_field(l, "tx_pkts") for l in lines),
+            retrans=sum(stat_field(l, "retrans") for l in lines),
+            inj=sum(stat_field(l, "inj_drop") for l in lines),
+            fallback=len(re.findall(r"could not confirm that \d+-byte datagrams", txt)),
+            ok=os.path.exists(os.path.join(logdir, f"{tr}.r{rnd}.out")))
+
+def pct(part, whole):
+    if not whole:
+        return "n/a"
+    q = 100.0 * part / whole
+    if q == 0:
+        return "0%"
+    return f"{q:.{max(2, 1 - math.floor(math.log10(q)))}f}%"   # 2 significant digits or more
+
+def retrans_total(tr):
+    """(retrans, tx_pkts, runs) over the successful runs of tr that printed stats"""
+    ds = [d for (t, _), d in usn.items() if t == tr and d["ok"] and d["ranks"]]
+    if not ds:
+        return None
+    return sum(d["retrans"] for d in ds), sum(d["tx"] for d in ds), len(ds)
+
+def retrans_lines(tr):
+    if status.get(tr) != "ok":
+        return []
+    tot = retrans_total(tr)
+    if tot is None:
+        return [f"{tr} retransmissions during these runs: n/a (no `[usnic stats]` lines in the logs)"]
+    rt, tx, n = tot
+    return [f"{tr} retransmissions during these runs: {rt} of {tx} datagrams ({pct(rt, tx)}) - "
+            f"totals of {n} whole mpi_bench run{'s' if n > 1 else ''} (all tests and sizes, "
+            "both ranks; see \"usnic retransmissions\")"]
 
 def ratio(a, b):
     if a is None or b is None or b[0] == 0:
@@ -370,11 +475,20 @@ out = []
 P = out.append
 P(f"# usnic BTL benchmark - {datetime.datetime.now():%Y-%m-%d %H:%M:%S} on {socket.gethostname()}")
 P("")
+P(f"Command: `{invocation}` (run in `{invoked_in}`); git commit {commit}.")
+P("")
 P(f"Rounds: {rounds}; loopback only (127.0.0.1 / lo); 2 ranks, --bind-to core."
   + (f" usnic fault injection: btl_usnic_debug_drop_rate={loss}." if loss else ""))
 P("Each cell: median of the per-round medians [lowest min - highest max over all rounds].")
 P("Ratios: usnic median / other median (latency: < 1 means usnic is faster; "
   "bandwidth and rate: > 1 means usnic is faster).")
+usnic_dg = maxdgram
+m = re.fullmatch(r"datagrams: (\d+) bytes", dginfo.get("usnic", ""))
+if m:
+    usnic_dg = m.group(1)   # what the probe saw (may differ if the self-test failed)
+P(f"usnic uses interface-MTU datagrams ({usnic_dg} bytes on lo); usnic1472 is the same BTL with "
+  "`--mca btl_usnic_udp_datagram_size -1`, the udp provider's advertised 1472-byte datagrams "
+  "(tables \"usnic with 1472-byte datagrams\", compared with raw udp streaming of 1472-byte datagrams).")
 P("")
 P("| transport | status | command |")
 P("|---|---|---|")
@@ -382,7 +496,7 @@ for tr in TR:
     st = status.get(tr, "n/a")
     if st == "ok":
         nr = len(glob.glob(os.path.join(logdir, f"{tr}.r*.out")))
-        st = f"ok ({nr}/{rounds} rounds)"
+        st = f"ok ({nr}/{rounds} rounds" + (f"; {dginfo[tr]}" if dginfo.get(tr) else "") + ")"
         if fails.get(tr):
             st += "; FAILED " + fails[tr]
     P(f"| {tr} | {st.replace('|', chr(92) + '|')} | `{cmds.get(tr, '')}` |")
@@ -394,6 +508,7 @@ head = {"lat": "Latency (half round trip, us) - lower is better",
         "bibw": "Bidirectional bandwidth (MB/s, both directions) - higher is better",
         "rate": "Message rate (msgs/s) - higher is better"}
 table_rows = []
+u14_rows = {}   # (test, size) -> (usnic1472 agg, raw 1472 reference, note)
 for test in mpi_tests:
     sizes = sorted({k[2] for k in agg if k[1] == test and k[0] != "raw"})
     if not sizes:
@@ -416,7 +531,35 @@ for test in mpi_tests:
     if test == "bibw":
         P("")
         P("(raw udp has no bidirectional test.)")
+    if test in ("bw", "bibw"):
+        for l in [""] + retrans_lines("usnic"):
+            P(l)
     P("")
+    # usnic with 1472-byte datagrams: its own small table
+    if any(get("usnic1472", test, s) for s in sizes):
+        P("### usnic with 1472-byte datagrams")
+        P("")
+        P("| size | usnic1472 | raw udp | usnic1472/raw | usnic1472/usnic | usnic1472/tcp | usnic1472/rxd |")
+        P("|---:|---|---|---:|---:|---:|---:|")
+        star = False
+        for s in sizes:
+            v = get("usnic1472", test, s)
+            u, t, x = get("usnic", test, s), get("tcp", test, s), get("rxd", test, s)
+            r, note = raw_ref(test, s, 1472)
+            star |= bool(note)
+            rc = cell(r) + (f" {note}" if note and r else "")
+            P(f"| {s} | {cell(v)} | {rc} | {ratio(v, r)} | {ratio(v, u)} | {ratio(v, t)} | {ratio(v, x)} |")
+            u14_rows[(test, s)] = (v, r, note)
+        if star:
+            P("")
+            P("\\* raw udp streaming goodput with 1472-byte datagrams (the size usnic1472 sends).")
+        if test == "bibw":
+            P("")
+            P("(raw udp has no bidirectional test.)")
+        if test in ("bw", "bibw"):
+            for l in [""] + retrans_lines("usnic1472"):
+                P(l)
+        P("")
 
 if any(k[0] == "raw" and k[1] == "bw" for k in agg):
     P("## Raw udp provider streaming (no reliability)")
@@ -459,6 +602,38 @@ if runs:
         sys.stderr.write(f"# WARNING: {bad} run(s) had other processes competing for the CPUs; "
                          "see 'Run conditions' in the report (--wait-idle S may help)\n")
 
+if usn:
+    P("## usnic retransmissions")
+    P("")
+    P("Per run, summed over both ranks, from the `[usnic stats]` line each rank prints at "
+      "MPI_Finalize (`--mca btl_usnic_print_stats 1`): datagrams = `tx_pkts` (data, ACKs and "
+      "retransmissions), retransmits = `retrans` (segments actually sent again). mpi_bench runs "
+      "all tests and sizes in one process pair, so only per-run totals exist, not per test or size.")
+    P("")
+    P("| round | transport | datagrams sent | retransmits | retransmits % | ranks reporting | note |")
+    P("|---:|---|---:|---:|---:|---:|---|")
+    for (tr, rnd), d in sorted(usn.items(), key=lambda x: (x[0][1], TR.index(x[0][0]))):
+        note = []
+        if not d["ok"]:
+            note.append("FAILED (not in the totals)")
+        if not d["ranks"]:
+            note.append("no `[usnic stats]` lines")
+        if d["inj"]:
+            note.append(f"{d['inj']} arriving datagrams dropped by fault injection")
+        if d["fallback"]:
+            note.append("datagram self-test failed: fell back to 1472-byte datagrams")
+        if d["ranks"]:
+            P(f"| {rnd} | {tr} | {d['tx']} | {d['retrans']} | {pct(d['retrans'], d['tx'])} | "
+              f"{d['ranks']} | {'; '.join(note)} |")
+        else:
+            P(f"| {rnd} | {tr} | n/a | n/a | n/a | 0 | {'; '.join(note)} |")
+    for tr in USNIC_TR:
+        tot = retrans_total(tr)
+        if tot and rounds > 1:
+            rt, tx, n = tot
+            P(f"| all ({n}) | {tr} | {tx} | {rt} | {pct(rt, tx)} | | total of the successful runs |")
+    P("")
+
 md = "\n".join(out) + "\n"
 sys.stdout.write(md)
 open(prefix + ".md", "w").write(md)
@@ -470,22 +645,40 @@ with open(prefix + "-rounds.csv", "w") as f:
         f.write(",".join(str(x) for x in r) + "\n")
 with open(prefix + ".csv", "w") as f:
     cols = ["test", "size"]
-    for tr in TR:
+    for tr in ("usnic", "tcp", "rxd", "raw"):   # usnic1472: appended columns
         cols += [f"{tr}_median", f"{tr}_min", f"{tr}_max", f"{tr}_rounds"]
     cols += ["raw_note", "usnic_over_raw", "usnic_over_tcp", "usnic_over_rxd"]
+    # usnic1472 (btl_usnic_udp_datagram_size -1) and its 1472-byte raw reference
+    cols += ["usnic1472_median", "usnic1472_min", "usnic1472_max", "usnic1472_rounds",
+             "raw1472_median", "raw1472_min", "raw1472_max", "raw1472_rounds", "raw1472_note",
+             "usnic1472_over_raw1472", "usnic1472_over_usnic", "usnic1472_over_tcp",
+             "usnic1472_over_rxd"]
     f.write(",".join(cols) + "\n")
     def c4(a):
         return ["", "", "", "0"] if a is None else [repr(a[0]), repr(a[1]), repr(a[2]), str(a[3])]
     for (test, s, u, t, x, r, note) in table_rows:
         vals = [test, str(s)] + c4(u) + c4(t) + c4(x) + c4(r)
         vals += ["ceiling%d" % ceiling if note else "", ratio(u, r), ratio(u, t), ratio(u, x)]
+        v, r14, note14 = u14_rows.get((test, s), (None, None, ""))
+        vals += c4(v) + c4(r14) + ["ceiling1472" if note14 else "", ratio(v, r14), ratio(v, u),
+                                   ratio(v, t), ratio(v, x)]
         f.write(",".join(v if v != "n/a" else "" for v in vals) + "\n")
     for s in sorted(raw_sizes.get("bw", [])):
         for test in ("loss", "txrate"):
             a = get("raw", test, s)
             if a:
                 vals = ["raw_" + test, str(s)] + ["", "", "", "0"] * 3 + c4(a) + ["", "", "", ""]
+                vals += ["", "", "", "0"] * 2 + [""] * 5
                 f.write(",".join(vals) + "\n")
+
+# usnic retransmissions per run
+if usn:
+    with open(prefix + "-retrans.csv", "w") as f:
+        f.write("round,transport,ok,ranks,tx_pkts,retrans,retrans_pct,inj_drop,selftest_fallbacks\n")
+        for (tr, rnd), d in sorted(usn.items(), key=lambda x: (x[0][1], TR.index(x[0][0]))):
+            p = repr(100.0 * d["retrans"] / d["tx"]) if d["tx"] else ""
+            f.write(f"{rnd},{tr},{int(d['ok'])},{d['ranks']},{d['tx']},{d['retrans']},{p},"
+                    f"{d['inj']},{d['fallback']}\n")
 
 # plot: latency and bandwidth vs size, log scales, error bars = min/max
 if shutil.which("gnuplot"):
@@ -509,7 +702,10 @@ if shutil.which("gnuplot"):
                 term = "png size 1400,600"
         except OSError:
             pass
-        colors = {"usnic": "#d62728", "tcp": "#1f77b4", "rxd": "#2ca02c", "raw": "#7f7f7f"}
+        colors = {"usnic": "#d62728", "usnic1472": "#ff7f0e", "tcp": "#1f77b4", "rxd": "#2ca02c",
+                  "raw": "#7f7f7f"}
+        titles = {"raw": "raw udp (one datagram)", "usnic": f"usnic ({usnic_dg}-byte datagrams)",
+                  "usnic1472": "usnic1472 (1472-byte datagrams)"}
         gp = [f"set terminal {term}", f"set output '{prefix}.png'",
               "set multiplot layout 1,2 title 'usnic BTL vs tcp / ofi rxd / raw udp (loopback)" +
               (f", drop rate {loss}" if loss else "") + "'",
@@ -531,7 +727,7 @@ if shutil.which("gnuplot"):
                 continue
             parts = []
             for _, tr, fn in ss:
-                title = tr if tr != "raw" else "raw udp (one datagram)"
+                title = titles.get(tr, tr)
                 parts.append(f"'{fn}' using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 0.6 "
                              f"lc rgb '{colors[tr]}' title '{title}'")
             gp.append("plot " + ", \\\n     ".join(parts))
@@ -545,7 +741,8 @@ if shutil.which("gnuplot"):
             sys.stderr.write(f"# plot: {prefix}.png\n")
 else:
     sys.stderr.write("# gnuplot not found: no plot\n")
-sys.stderr.write(f"# tables: {prefix}.md  csv: {prefix}.csv {prefix}-rounds.csv\n")
+sys.stderr.write(f"# tables: {prefix}.md  csv: {prefix}.csv {prefix}-rounds.csv"
+                 + (f" {prefix}-retrans.csv" if usn else "") + "\n")
 PY
 exit $?
 }
