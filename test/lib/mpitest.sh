@@ -9,6 +9,7 @@
 #   USNIC_TEST_BTL  "tcp": run over "btl tcp,self" on lo instead of usnic and
 #                   skip the usnic statistics checks (debugging the tests)
 #   USNIC_TEST_DEV  device every [usnic stats] line must name (default lo)
+#   USNIC_TEST_IF   btl_usnic_if_include value (default lo; empty: not set)
 #
 # Only the loopback interface is used, for MPI traffic and for the runtime.
 
@@ -93,8 +94,9 @@ run_mpi() {
                   -np "$np" --mca pml ob1 --mca oob_tcp_if_include lo
                   --output-filename "$dir:nocopy")
     if usnic_mode; then
-        cmd+=(--mca btl "usnic,self" --mca btl_usnic_if_include lo
-              --mca btl_usnic_print_stats 1)
+        cmd+=(--mca btl "usnic,self" --mca btl_usnic_print_stats 1)
+        # USNIC_TEST_IF= (empty) leaves btl_usnic_if_include to the caller
+        [ -n "${USNIC_TEST_IF-lo}" ] && cmd+=(--mca btl_usnic_if_include "${USNIC_TEST_IF-lo}")
     else
         cmd+=(--mca btl "tcp,self" --mca btl_tcp_if_include lo)
     fi
