@@ -74,6 +74,7 @@ typedef struct usnic_channel {
     opal_free_list_t rx_segs; /* receive buffers: prefix + mtu bytes each */
     struct sockaddr_in addr;  /* bound address (port assigned by the provider) */
     int rcvbuf;               /* kernel receive buffer bytes, 0 if unknown */
+    size_t inject_size;       /* datagrams up to this size go out with fi_inject */
 } usnic_channel_t;
 
 /* Fault injection on the receive path (debug parameters). */

@@ -166,6 +166,7 @@ static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usni
                                                         : 0;
     chan->tx_depth = tx_depth;
     chan->tx_credits = tx_depth;
+    chan->inject_size = module->info->tx_attr->inject_size;
     chan->rx_depth = rx_depth;
 
     rc = fi_endpoint(module->domain, module->info, &chan->ep, NULL);

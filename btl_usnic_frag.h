@@ -18,7 +18,8 @@
  * Segment lifetime: a segment is returned to its free list when its
  * reference count drops to zero.  References: one while it holds a send
  * window slot (until ACKed), one per post to the provider whose completion
- * has not been seen, and one held by a SMALL fragment that embeds it.
+ * has not been seen (datagrams small enough for fi_inject have none), and
+ * one held by a SMALL fragment that embeds it.
  */
 #ifndef BTL_USNIC_FRAG_H
 #define BTL_USNIC_FRAG_H

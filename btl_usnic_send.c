@@ -42,6 +42,22 @@ static int post(usnic_module_t *module, usnic_seg_t *seg, enum usnic_channel_id 
     }
     iov[0].iov_base = seg->buf - chan->prefix;
     iov[0].iov_len = chan->prefix + seg->hdr_len;
+    if (0 == seg->zc_len && iov[0].iov_len <= chan->inject_size) {
+        /* small and contiguous: the provider copies it now, no completion
+         * to wait for (we keep the segment for retransmission anyway) */
+        rc = fi_inject(chan->ep, iov[0].iov_base, iov[0].iov_len, dest);
+        if (OPAL_LIKELY(0 == rc)) {
+            module->stats.tx_pkts++;
+            module->stats.tx_bytes += seg->payload_len;
+            return OPAL_SUCCESS;
+        }
+        if (-FI_EAGAIN == rc) {
+            module->stats.tx_eagain++;
+            return OPAL_ERR_RESOURCE_BUSY;
+        }
+        USNIC_VERBOSE(5, "%s: fi_inject: %s", module->ifname, fi_strerror((int) -rc));
+        return OPAL_ERROR;
+    }
     if (0 != seg->zc_len) {
         iov[1].iov_base = (void *) seg->zc_ptr;
         iov[1].iov_len = seg->zc_len;
@@ -339,6 +355,7 @@ int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
     usnic_seg_t *seg;
     struct usnic_pkt_hdr *hdr;
     uint64_t sack;
+    int rc;
 
     if (module->chan[USNIC_CHAN_PRIO].tx_credits <= 0) {
         return OPAL_ERR_RESOURCE_BUSY;
@@ -360,10 +377,10 @@ int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
         module->stats.sacks_tx++;
     }
     seg->payload_len = 0;
-    seg->refs = 0;
-    if (OPAL_SUCCESS != post(module, seg, USNIC_CHAN_PRIO, ep->addr[USNIC_CHAN_PRIO])) {
-        seg->refs = 1;
-        usnic_seg_put(seg);
+    seg->refs = 1; /* ours until post() took its own reference, if it needs one */
+    rc = post(module, seg, USNIC_CHAN_PRIO, ep->addr[USNIC_CHAN_PRIO]);
+    usnic_seg_put(seg);
+    if (OPAL_SUCCESS != rc) {
         ep->rel.rx.ack_now = true; /* try again */
         return OPAL_ERR_RESOURCE_BUSY;
     }
