@@ -114,7 +114,8 @@ int usnic_register_params(void)
     reg_int("udp_datagram_size",
             "udp provider only: datagram size. 0 = follow the interface MTU (minus IP and UDP "
             "headers), proven by a self-test at startup; -1 = the provider's advertised size "
-            "(1472); N > 0 = follow the interface MTU but at most N bytes",
+            "(1472); N > 0 = follow the interface MTU but at most N bytes (never below the "
+            "provider's advertised size)",
             0, OPAL_INFO_LVL_4, &p->udp_datagram_size);
     reg_double("debug_drop_rate",
                "Debug: fraction (0..1) of arriving packets the receive path drops", 0.0,
