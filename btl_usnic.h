@@ -66,11 +66,11 @@ typedef struct usnic_channel {
     enum usnic_channel_id id;
     struct fid_ep *ep;
     struct fid_cq *cq;
-    uint32_t mtu;        /* largest datagram we send or expect, headers included */
-    size_t prefix;       /* FI_MSG_PREFIX bytes before every datagram, else 0 */
-    int tx_depth;        /* send queue entries */
-    int tx_credits;      /* send queue entries free now; invariant: 0 <= credits <= depth */
-    int rx_depth;        /* receives kept posted */
+    uint32_t mtu;             /* largest datagram we send or expect, headers included */
+    size_t prefix;            /* FI_MSG_PREFIX bytes before every datagram, else 0 */
+    int tx_depth;             /* send queue entries */
+    int tx_credits;           /* send queue entries free now; invariant: 0 <= credits <= depth */
+    int rx_depth;             /* receives kept posted */
     opal_free_list_t rx_segs; /* receive buffers: prefix + mtu bytes each */
     struct sockaddr_in addr;  /* bound address (port assigned by the provider) */
     int rcvbuf;               /* kernel receive buffer bytes, 0 if unknown */
@@ -82,23 +82,23 @@ typedef struct usnic_fault {
     double drop_rate;
     double dup_rate;
     double reorder_rate;
-    uint64_t rng;                 /* xorshift state, from btl_usnic_debug_seed */
-    uint8_t *held_buf;            /* a packet held back to be processed late (copy) */
-    uint32_t held_len;            /* 0 = nothing held */
+    uint64_t rng;      /* xorshift state, from btl_usnic_debug_seed */
+    uint8_t *held_buf; /* a packet held back to be processed late (copy) */
+    uint32_t held_len; /* 0 = nothing held */
     enum usnic_channel_id held_chan;
 } usnic_fault_t;
 
 typedef struct usnic_module {
     mca_btl_base_module_t super;
 
-    int index;             /* position in the component's module array */
-    uint32_t module_id;    /* unique in the job: (vpid << 8) | index */
-    char ifname[64];       /* interface (libfabric domain) name */
-    char prov_name[32];    /* provider that created it */
+    int index;                  /* position in the component's module array */
+    uint32_t module_id;         /* unique in the job: (vpid << 8) | index */
+    char ifname[64];            /* interface (libfabric domain) name */
+    char prov_name[32];         /* provider that created it */
     struct sockaddr_in if_addr; /* interface IPv4 address */
-    uint32_t if_prefixlen; /* netmask length */
-    uint32_t link_mbps;    /* link speed, Mbit/s (0 if unknown) */
-    uint32_t local_isn;    /* first sequence number we send to every peer */
+    uint32_t if_prefixlen;      /* netmask length */
+    uint32_t link_mbps;         /* link speed, Mbit/s (0 if unknown) */
+    uint32_t local_isn;         /* first sequence number we send to every peer */
 
     struct fi_info *info;
     struct fid_fabric *fabric;
@@ -117,29 +117,29 @@ typedef struct usnic_module {
     int seg_max;                /* send segments the module may allocate */
 
     /* free lists (all bounded; the hotel has a room for every send segment) */
-    opal_free_list_t send_segs;  /* data-MTU send buffers */
-    opal_free_list_t ack_segs;   /* header-only ACK buffers */
-    opal_free_list_t frags;      /* descriptors: handed to the PML, or internal for PUTs */
-    opal_free_list_t big_bufs;   /* pack / reassembly buffers of max_msg_len bytes */
+    opal_free_list_t send_segs; /* data-MTU send buffers */
+    opal_free_list_t ack_segs;  /* header-only ACK buffers */
+    opal_free_list_t frags;     /* descriptors: handed to the PML, or internal for PUTs */
+    opal_free_list_t big_bufs;  /* pack / reassembly buffers of max_msg_len bytes */
     usnic_seg_list_ctx_t seg_list_ctx[2 + USNIC_NUM_CHANNELS];
 
-    opal_hash_table_t senders;   /* peer module id -> endpoint */
-    opal_list_t endpoints;       /* all endpoints of this module */
-    opal_list_t sendq_eps;       /* endpoints with queued fragments and an open window */
-    opal_list_t ack_eps;         /* endpoints that owe their peer an ACK */
-    opal_list_t resendq;         /* segments waiting to be retransmitted, oldest first */
-    opal_list_t done_frags;      /* sent fragments whose PML callback is pending */
+    opal_hash_table_t senders; /* peer module id -> endpoint */
+    opal_list_t endpoints;     /* all endpoints of this module */
+    opal_list_t sendq_eps;     /* endpoints with queued fragments and an open window */
+    opal_list_t ack_eps;       /* endpoints that owe their peer an ACK */
+    opal_list_t resendq;       /* segments waiting to be retransmitted, oldest first */
+    opal_list_t done_frags;    /* sent fragments whose PML callback is pending */
 
-    opal_hotel_t hotel;          /* retransmit timers */
-    opal_event_base_t *evbase;   /* private event base driving the hotel */
-    uint64_t next_timer_poll;    /* usnic_now_us() when the hotel is next serviced */
+    opal_hotel_t hotel;        /* retransmit timers */
+    opal_event_base_t *evbase; /* private event base driving the hotel */
+    uint64_t next_timer_poll;  /* usnic_now_us() when the hotel is next serviced */
 
     mca_btl_base_module_error_cb_fn_t error_cb;
     usnic_fault_t fault;
     usnic_module_stats_t stats;
-    uint32_t data_idle;          /* consecutive progress calls without data completions */
-    uint64_t now_us;             /* usnic_now_us() at the start of the current progress call */
-    uint32_t last_sender_id;     /* cache of the last sender lookup (module id -> endpoint) */
+    uint32_t data_idle;      /* consecutive progress calls without data completions */
+    uint64_t now_us;         /* usnic_now_us() at the start of the current progress call */
+    uint32_t last_sender_id; /* cache of the last sender lookup (module id -> endpoint) */
     struct mca_btl_base_endpoint_t *last_sender;
     bool finalized;
 } usnic_module_t;
@@ -149,7 +149,7 @@ typedef struct usnic_module {
 
 /* All tunables (registered in btl_usnic_mca.c). */
 typedef struct usnic_params {
-    char *providers;          /* ordered list to try */
+    char *providers; /* ordered list to try */
     char *if_include;
     char *if_exclude;
     int max_btls;
@@ -161,19 +161,19 @@ typedef struct usnic_params {
     int recv_window;              /* receive window per peer (>= peer's send window) */
     int retrans_timeout;          /* usec */
     int max_resends_per_iteration;
-    int ack_delay;                /* usec */
-    int fast_retrans_dups;        /* duplicate ACKs that trigger a fast retransmit */
-    int peer_timeout;             /* sec without progress before a peer is declared dead */
-    int seg_num;                  /* send segments per module */
-    int reasm_slots;              /* concurrent reassemblies per peer */
+    int ack_delay;         /* usec */
+    int fast_retrans_dups; /* duplicate ACKs that trigger a fast retransmit */
+    int peer_timeout;      /* sec without progress before a peer is declared dead */
+    int seg_num;           /* send segments per module */
+    int reasm_slots;       /* concurrent reassemblies per peer */
     int print_stats;
-    int udp_sockbuf;              /* udp provider: kernel socket buffer bytes (0 = default) */
-    int udp_datagram_size;        /* udp provider: 0 = interface MTU, -1 = advertised, N = cap */
+    int udp_sockbuf;       /* udp provider: kernel socket buffer bytes (0 = default) */
+    int udp_datagram_size; /* udp provider: 0 = interface MTU, -1 = advertised, N = cap */
     double debug_drop_rate;
     double debug_dup_rate;
     double debug_reorder_rate;
     int debug_seed;
-    int debug_isn;                /* >= 0: fixed initial sequence number (tests) */
+    int debug_isn; /* >= 0: fixed initial sequence number (tests) */
 } usnic_params_t;
 
 typedef struct usnic_component {

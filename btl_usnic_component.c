@@ -25,19 +25,22 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
                                                     bool enable_mpi_threads);
 
 usnic_component_t mca_btl_usnic_component = {
-    .super = {
-        .btl_version = {
-            MCA_BTL_DEFAULT_VERSION("usnic"),
-            .mca_open_component = usnic_component_open,
-            .mca_close_component = usnic_component_close,
-            .mca_register_component_params = usnic_component_register,
+    .super =
+        {
+            .btl_version =
+                {
+                    MCA_BTL_DEFAULT_VERSION("usnic"),
+                    .mca_open_component = usnic_component_open,
+                    .mca_close_component = usnic_component_close,
+                    .mca_register_component_params = usnic_component_register,
+                },
+            .btl_data =
+                {
+                    .param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT,
+                },
+            .btl_init = usnic_component_init,
+            .btl_progress = usnic_component_progress,
         },
-        .btl_data = {
-            .param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT,
-        },
-        .btl_init = usnic_component_init,
-        .btl_progress = usnic_component_progress,
-    },
 };
 
 static int usnic_component_register(void)
@@ -176,8 +179,8 @@ static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usni
 
     chan->id = id;
     chan->mtu = mtu;
-    chan->prefix = (module->info->mode & FI_MSG_PREFIX) ? module->info->ep_attr->msg_prefix_size
-                                                        : 0;
+    chan->prefix =
+        (module->info->mode & FI_MSG_PREFIX) ? module->info->ep_attr->msg_prefix_size : 0;
     chan->tx_depth = tx_depth;
     chan->tx_credits = tx_depth;
     chan->inject_size = module->info->tx_attr->inject_size;
@@ -392,12 +395,11 @@ static usnic_module_t *module_create(struct fi_info *fi, uint32_t addr, int inde
             module->seg_max = 256;
         }
     }
-    if (OPAL_SUCCESS
-            != channel_open(module, &module->chan[USNIC_CHAN_PRIO], USNIC_CHAN_PRIO,
-                            module->chan[USNIC_CHAN_PRIO].mtu, p->prio_sd_num, p->prio_rd_num)
-        || OPAL_SUCCESS
-               != channel_open(module, &module->chan[USNIC_CHAN_DATA], USNIC_CHAN_DATA,
-                               module->chan[USNIC_CHAN_DATA].mtu, p->sd_num, rd_num)) {
+    if (OPAL_SUCCESS != channel_open(module, &module->chan[USNIC_CHAN_PRIO], USNIC_CHAN_PRIO,
+                                     module->chan[USNIC_CHAN_PRIO].mtu, p->prio_sd_num,
+                                     p->prio_rd_num) ||
+        OPAL_SUCCESS != channel_open(module, &module->chan[USNIC_CHAN_DATA], USNIC_CHAN_DATA,
+                                     module->chan[USNIC_CHAN_DATA].mtu, p->sd_num, rd_num)) {
         goto err_release;
     }
     return module;
@@ -461,8 +463,8 @@ static bool datagram_self_test(usnic_module_t *module, uint32_t size)
             continue;
         }
         s = (usnic_seg_t *) ((char *) ent.op_context - offsetof(usnic_seg_t, fictx));
-        if (ent.len == chan->prefix + size && 0 == s->buf[0] && 0x5a == s->buf[size - 1]
-            && 0x5a == s->buf[size / 2]) {
+        if (ent.len == chan->prefix + size && 0 == s->buf[0] && 0x5a == s->buf[size - 1] &&
+            0x5a == s->buf[size / 2]) {
             arrived = true;
         }
         usnic_repost_recv(module, chan, s);
@@ -504,8 +506,8 @@ static int module_init_state(usnic_module_t *module)
     module->fault.drop_rate = p->debug_drop_rate;
     module->fault.dup_rate = p->debug_dup_rate;
     module->fault.reorder_rate = p->debug_reorder_rate;
-    module->fault.rng = usnic_hash64(&module->module_id, sizeof(module->module_id),
-                                     (uint64_t) p->debug_seed);
+    module->fault.rng =
+        usnic_hash64(&module->module_id, sizeof(module->module_id), (uint64_t) p->debug_seed);
     if (module->fault.reorder_rate > 0.0) {
         module->fault.held_buf = malloc(module->chan[USNIC_CHAN_DATA].mtu);
         if (NULL == module->fault.held_buf) {
@@ -618,8 +620,8 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         return NULL;
     }
     c->use_threads = enable_mpi_threads;
-    c->job_key = usnic_hash64(&OPAL_PROC_MY_NAME.jobid, sizeof(OPAL_PROC_MY_NAME.jobid),
-                              0x75736e6963ull);
+    c->job_key =
+        usnic_hash64(&OPAL_PROC_MY_NAME.jobid, sizeof(OPAL_PROC_MY_NAME.jobid), 0x75736e6963ull);
 
     memset(&flt, 0, sizeof(flt));
     flt.n_include = usnic_if_filter_parse(p->if_include, flt.include, 32, &bad);
@@ -645,8 +647,8 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
                       p->providers,
                       ('\0' == p->if_include[0]) ? "; loopback needs btl_usnic_if_include" : "");
         if ('\0' != p->if_include[0]) {
-            opal_show_help("help-mpi-btl-usnic.txt", "no devices", true,
-                           opal_process_info.nodename, p->providers, p->if_include);
+            opal_show_help("help-mpi-btl-usnic.txt", "no devices", true, opal_process_info.nodename,
+                           p->providers, p->if_include);
         }
         return NULL;
     }
@@ -711,8 +713,8 @@ static int poll_channel(usnic_module_t *module, usnic_channel_t *chan)
     n = fi_cq_read(chan->cq, ent, 16);
     if (n > 0) {
         for (ssize_t i = 0; i < n; i++) {
-            usnic_seg_t *seg = (usnic_seg_t *) ((char *) ent[i].op_context
-                                                - offsetof(usnic_seg_t, fictx));
+            usnic_seg_t *seg =
+                (usnic_seg_t *) ((char *) ent[i].op_context - offsetof(usnic_seg_t, fictx));
             if (USNIC_SEG_RECV == seg->kind) {
                 size_t len = ent[i].len >= chan->prefix ? ent[i].len - chan->prefix : 0;
                 usnic_handle_recv(module, chan, seg, len);
@@ -725,11 +727,10 @@ static int poll_channel(usnic_module_t *module, usnic_channel_t *chan)
     } else if (-FI_EAVAIL == n) {
         struct fi_cq_err_entry err = {0};
         if (fi_cq_readerr(chan->cq, &err, 0) > 0 && NULL != err.op_context) {
-            usnic_seg_t *seg = (usnic_seg_t *) ((char *) err.op_context
-                                                - offsetof(usnic_seg_t, fictx));
+            usnic_seg_t *seg =
+                (usnic_seg_t *) ((char *) err.op_context - offsetof(usnic_seg_t, fictx));
             module->stats.drops[USNIC_DROP_LENGTH]++;
-            USNIC_VERBOSE(20, "%s: completion error: %s", module->ifname,
-                          fi_strerror(err.err));
+            USNIC_VERBOSE(20, "%s: completion error: %s", module->ifname, fi_strerror(err.err));
             if (USNIC_SEG_RECV == seg->kind) {
                 usnic_repost_recv(module, chan, seg);
             } else {

@@ -45,8 +45,8 @@ static void op_timer_arm(struct usnic_rel *rel, struct usnic_rel_seg *r)
     mca_btl_base_endpoint_t *ep = rel->ctx;
     usnic_seg_t *seg = seg_of(r);
 
-    if (OPAL_UNLIKELY(OPAL_SUCCESS
-                      != opal_hotel_checkin(&ep->module->hotel, seg, &seg->hotel_room))) {
+    if (OPAL_UNLIKELY(OPAL_SUCCESS !=
+                      opal_hotel_checkin(&ep->module->hotel, seg, &seg->hotel_room))) {
         /* Cannot happen while the hotel has a room per send segment; if it
          * does, resend rather than lose the segment. */
         seg->hotel_room = -1;
@@ -131,8 +131,8 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
     struct sockaddr_in sin;
     int rc;
 
-    if (OPAL_SUCCESS == opal_hash_table_get_value_uint32(&module->senders, rec->module_id,
-                                                         (void **) &ep)) {
+    if (OPAL_SUCCESS ==
+        opal_hash_table_get_value_uint32(&module->senders, rec->module_id, (void **) &ep)) {
         return ep;
     }
 
@@ -162,12 +162,12 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
 
     if (0 != usnic_rel_init(&ep->rel, &endpoint_rel_ops, ep, (uint32_t) p->send_window,
                             (uint32_t) p->recv_window, module->local_isn, rec->isn,
-                            (uint32_t) p->fast_retrans_dups)
-        || 0 != usnic_reasm_table_init(&ep->reasm,
-                                       ((uint32_t) p->reasm_slots > rec->send_window)
-                                           ? (uint32_t) p->reasm_slots
-                                           : rec->send_window,
-                                       &ep->reasm_alloc)) {
+                            (uint32_t) p->fast_retrans_dups) ||
+        0 != usnic_reasm_table_init(&ep->reasm,
+                                    ((uint32_t) p->reasm_slots > rec->send_window)
+                                        ? (uint32_t) p->reasm_slots
+                                        : rec->send_window,
+                                    &ep->reasm_alloc)) {
         usnic_rel_fini(&ep->rel);
         OBJ_RELEASE(ep);
         return NULL;
@@ -199,9 +199,8 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
 
     opal_hash_table_set_value_uint32(&module->senders, rec->module_id, ep);
     opal_list_append(&module->endpoints, &ep->super);
-    USNIC_VERBOSE(20, "%s: endpoint to module 0x%x (%s) created", module->ifname,
-                  rec->module_id, (NULL != proc && NULL != proc->proc_hostname)
-                                      ? proc->proc_hostname : "?");
+    USNIC_VERBOSE(20, "%s: endpoint to module 0x%x (%s) created", module->ifname, rec->module_id,
+                  (NULL != proc && NULL != proc->proc_hostname) ? proc->proc_hostname : "?");
     return ep;
 }
 
@@ -237,8 +236,8 @@ mca_btl_base_endpoint_t *usnic_endpoint_for_sender(usnic_module_t *module, uint3
     if (OPAL_LIKELY(module_id == module->last_sender_id && NULL != module->last_sender)) {
         return module->last_sender;
     }
-    if (OPAL_LIKELY(OPAL_SUCCESS == opal_hash_table_get_value_uint32(&module->senders, module_id,
-                                                                     (void **) &ep))) {
+    if (OPAL_LIKELY(OPAL_SUCCESS ==
+                    opal_hash_table_get_value_uint32(&module->senders, module_id, (void **) &ep))) {
         module->last_sender_id = module_id;
         module->last_sender = ep;
         return ep;
@@ -275,8 +274,8 @@ void usnic_endpoint_timer_expired(opal_hotel_t *hotel, int room, void *occupant)
         seg->rel.state &= ~USNIC_REL_SEG_TIMER;
         return;
     }
-    if (p->peer_timeout > 0
-        && usnic_now_us() - ep->last_progress_us > (uint64_t) p->peer_timeout * 1000000u) {
+    if (p->peer_timeout > 0 &&
+        usnic_now_us() - ep->last_progress_us > (uint64_t) p->peer_timeout * 1000000u) {
         seg->rel.state &= ~USNIC_REL_SEG_TIMER;
         usnic_endpoint_fail(ep, "no acknowledgement within btl_usnic_peer_timeout");
         return;
@@ -294,10 +293,10 @@ void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why)
     }
     ep->dead = true;
     inet_ntop(AF_INET, &ep->remote.ipv4, addr, sizeof(addr));
-    opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true,
-                   opal_process_info.nodename, module->ifname,
-                   (NULL != ep->proc && NULL != ep->proc->proc_hostname)
-                       ? ep->proc->proc_hostname : "unknown",
+    opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true, opal_process_info.nodename,
+                   module->ifname,
+                   (NULL != ep->proc && NULL != ep->proc->proc_hostname) ? ep->proc->proc_hostname
+                                                                         : "unknown",
                    addr, mca_btl_usnic_component.params.peer_timeout, why);
     if (NULL != module->error_cb) {
         module->error_cb(&module->super, MCA_BTL_ERROR_FLAGS_FATAL, ep->proc,

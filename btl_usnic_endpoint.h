@@ -12,35 +12,35 @@
 BEGIN_C_DECLS
 
 struct mca_btl_base_endpoint_t {
-    opal_list_item_t super;       /* on module->endpoints */
-    opal_list_item_t sendq_item;  /* on module->sendq_eps while sendq is not empty */
-    opal_list_item_t ack_item;    /* on module->ack_eps while an ACK may be owed */
+    opal_list_item_t super;      /* on module->endpoints */
+    opal_list_item_t sendq_item; /* on module->sendq_eps while sendq is not empty */
+    opal_list_item_t ack_item;   /* on module->ack_eps while an ACK may be owed */
     bool on_sendq_list;
     bool on_ack_list;
 
     usnic_module_t *module;
     opal_proc_t *proc;
-    struct usnic_modex_rec remote;              /* the peer module's record */
-    fi_addr_t addr[USNIC_NUM_CHANNELS];         /* the peer's channels in our AV */
+    struct usnic_modex_rec remote;      /* the peer module's record */
+    fi_addr_t addr[USNIC_NUM_CHANNELS]; /* the peer's channels in our AV */
 
     /* payload limits toward this peer: both sides' datagram sizes respected */
-    uint32_t frag_max;            /* FRAG payload on the data channel */
-    uint32_t prio_frag_max;       /* FRAG payload on the priority channel */
-    uint32_t chunk_max;           /* CHUNK payload */
-    uint32_t put_max;             /* PUT payload */
-    uint64_t inflight_bytes;      /* bytes sent and not yet acknowledged */
-    uint64_t inflight_limit;      /* at most this many: half the peer's socket buffer */
+    uint32_t frag_max;       /* FRAG payload on the data channel */
+    uint32_t prio_frag_max;  /* FRAG payload on the priority channel */
+    uint32_t chunk_max;      /* CHUNK payload */
+    uint32_t put_max;        /* PUT payload */
+    uint64_t inflight_bytes; /* bytes sent and not yet acknowledged */
+    uint64_t inflight_limit; /* at most this many: half the peer's socket buffer */
 
-    struct usnic_rel rel;         /* windows, ACK state (btl_usnic_rel.h) */
-    struct usnic_reasm_table reasm; /* fragments being reassembled from this peer */
+    struct usnic_rel rel;                 /* windows, ACK state (btl_usnic_rel.h) */
+    struct usnic_reasm_table reasm;       /* fragments being reassembled from this peer */
     struct usnic_reasm_alloc reasm_alloc; /* its buffers: module->big_bufs */
 
-    opal_list_t sendq;            /* fragments not yet fully handed to the wire, in order */
-    uint32_t next_msg_id;         /* msg_id of our next chunked fragment */
+    opal_list_t sendq;    /* fragments not yet fully handed to the wire, in order */
+    uint32_t next_msg_id; /* msg_id of our next chunked fragment */
 
-    uint64_t last_progress_us;    /* last time the peer acknowledged something new, or
-                                     our window went from empty to busy */
-    bool dead;                    /* reported failed; nothing more is sent */
+    uint64_t last_progress_us; /* last time the peer acknowledged something new, or
+                                  our window went from empty to busy */
+    bool dead;                 /* reported failed; nothing more is sent */
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(mca_btl_base_endpoint_t);
@@ -70,14 +70,14 @@ static inline void usnic_endpoint_sendq_arm(mca_btl_base_endpoint_t *ep)
 
 static inline mca_btl_base_endpoint_t *usnic_ep_of_sendq_item(opal_list_item_t *item)
 {
-    return (mca_btl_base_endpoint_t *) ((char *) item
-                                        - offsetof(mca_btl_base_endpoint_t, sendq_item));
+    return (mca_btl_base_endpoint_t *) ((char *) item -
+                                        offsetof(mca_btl_base_endpoint_t, sendq_item));
 }
 
 static inline mca_btl_base_endpoint_t *usnic_ep_of_ack_item(opal_list_item_t *item)
 {
-    return (mca_btl_base_endpoint_t *) ((char *) item
-                                        - offsetof(mca_btl_base_endpoint_t, ack_item));
+    return (mca_btl_base_endpoint_t *) ((char *) item -
+                                        offsetof(mca_btl_base_endpoint_t, ack_item));
 }
 
 END_C_DECLS

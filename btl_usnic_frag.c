@@ -74,8 +74,8 @@ int usnic_frag_lists_init(usnic_module_t *module)
     }
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         usnic_channel_t *chan = &module->chan[c];
-        rc = seg_list_init(module, &chan->rx_segs, 2 + c, USNIC_SEG_RECV, c, chan->mtu, chan->rx_depth,
-                           chan->rx_depth + 1);
+        rc = seg_list_init(module, &chan->rx_segs, 2 + c, USNIC_SEG_RECV, c, chan->mtu,
+                           chan->rx_depth, chan->rx_depth + 1);
         if (OPAL_SUCCESS != rc) {
             return rc;
         }
@@ -91,8 +91,8 @@ int usnic_frag_lists_init(usnic_module_t *module)
     OBJ_CONSTRUCT(&module->big_bufs, opal_free_list_t);
     return opal_free_list_init(&module->big_bufs, sizeof(opal_free_list_item_t),
                                opal_cache_line_size, OBJ_CLASS(opal_free_list_item_t),
-                               module->max_msg_len, opal_cache_line_size, 8, 1024, 8, NULL, 0,
-                               NULL, NULL, NULL);
+                               module->max_msg_len, opal_cache_line_size, 8, 1024, 8, NULL, 0, NULL,
+                               NULL, NULL);
 }
 
 void usnic_frag_lists_fini(usnic_module_t *module)

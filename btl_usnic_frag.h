@@ -44,16 +44,16 @@ typedef struct usnic_seg {
     struct fi_context fictx;     /* operation context handed to libfabric */
     struct usnic_rel_seg rel;    /* reliability state (seq, timer, resend) */
     enum usnic_seg_kind kind;
-    enum usnic_channel_id chan;  /* channel it is sent on / was received on */
-    int refs;                    /* see the lifetime rules above */
-    int hotel_room;              /* valid while rel.state has USNIC_REL_SEG_TIMER */
+    enum usnic_channel_id chan; /* channel it is sent on / was received on */
+    int refs;                   /* see the lifetime rules above */
+    int hotel_room;             /* valid while rel.state has USNIC_REL_SEG_TIMER */
     struct usnic_module *module;
     struct mca_btl_base_endpoint_t *ep;
-    struct usnic_frag *frag;     /* parent fragment, if any */
-    uint8_t *buf;                /* super.ptr + prefix: where our header starts */
-    uint32_t hdr_len;            /* bytes of buf to send (headers + inline payload) */
-    uint32_t payload_len;        /* payload bytes (inline + zero-copy) */
-    const void *zc_ptr;          /* zero-copy payload after buf, or NULL */
+    struct usnic_frag *frag; /* parent fragment, if any */
+    uint8_t *buf;            /* super.ptr + prefix: where our header starts */
+    uint32_t hdr_len;        /* bytes of buf to send (headers + inline payload) */
+    uint32_t payload_len;    /* payload bytes (inline + zero-copy) */
+    const void *zc_ptr;      /* zero-copy payload after buf, or NULL */
     uint32_t zc_len;
 } usnic_seg_t;
 OBJ_CLASS_DECLARATION(usnic_seg_t);
@@ -79,13 +79,13 @@ typedef struct usnic_frag {
     usnic_seg_t *seg;
 
     /* LARGE and PUT: what is being chunked */
-    uint64_t total_len;     /* fragment bytes: PML header + data */
-    uint64_t next_off;      /* next byte to put in a chunk; invariant: <= total_len */
+    uint64_t total_len;      /* fragment bytes: PML header + data */
+    uint64_t next_off;       /* next byte to put in a chunk; invariant: <= total_len */
     uint32_t chunks_unacked; /* chunks sent and not yet acknowledged */
     uint32_t msg_id;
-    uint32_t hdr_len;       /* LARGE: bytes of PML header in hdr_buf */
+    uint32_t hdr_len; /* LARGE: bytes of PML header in hdr_buf */
     uint8_t hdr_buf[USNIC_PML_HDR_MAX];
-    const uint8_t *data;    /* user memory (zero copy) or pack buffer */
+    const uint8_t *data; /* user memory (zero copy) or pack buffer */
     uint64_t data_len;
     opal_free_list_item_t *big_buf; /* pack buffer, if data was packed */
 
@@ -98,9 +98,9 @@ typedef struct usnic_frag {
     void *put_local;
     struct mca_btl_base_registration_handle_t *put_local_handle;
 
-    bool queued;          /* on the endpoint's send queue */
-    bool sent;            /* every byte handed to the wire at least once */
-    bool pml_done;        /* completion reported to the PML */
+    bool queued;   /* on the endpoint's send queue */
+    bool sent;     /* every byte handed to the wire at least once */
+    bool pml_done; /* completion reported to the PML */
 } usnic_frag_t;
 OBJ_CLASS_DECLARATION(usnic_frag_t);
 

@@ -34,8 +34,7 @@ static void reg_int(const char *name, const char *desc, int def, int level, int 
     reg(name, desc, MCA_BASE_VAR_TYPE_INT, level, storage);
 }
 
-static void reg_double(const char *name, const char *desc, double def, int level,
-                       double *storage)
+static void reg_double(const char *name, const char *desc, double def, int level, double *storage)
 {
     *storage = def;
     reg(name, desc, MCA_BASE_VAR_TYPE_DOUBLE, level, storage);
@@ -64,8 +63,8 @@ int usnic_register_params(void)
 
     reg_int("prio_sd_num", "Send queue entries of the priority channel", 256, OPAL_INFO_LVL_5,
             &p->prio_sd_num);
-    reg_int("prio_rd_num", "Receive buffers posted on the priority channel", 256,
-            OPAL_INFO_LVL_5, &p->prio_rd_num);
+    reg_int("prio_rd_num", "Receive buffers posted on the priority channel", 256, OPAL_INFO_LVL_5,
+            &p->prio_rd_num);
     reg_int("sd_num", "Send queue entries of the data channel", 512, OPAL_INFO_LVL_5, &p->sd_num);
     reg_int("rd_num", "Receive buffers posted on the data channel", 512, OPAL_INFO_LVL_5,
             &p->rd_num);
@@ -85,8 +84,8 @@ int usnic_register_params(void)
     reg_int("retrans_timeout", "Microseconds without an ACK before a segment is retransmitted",
             5000, OPAL_INFO_LVL_5, &p->retrans_timeout);
     reg_int("max_resends_per_iteration",
-            "Most segments retransmitted in one call of the progress engine", 16,
-            OPAL_INFO_LVL_5, &p->max_resends_per_iteration);
+            "Most segments retransmitted in one call of the progress engine", 16, OPAL_INFO_LVL_5,
+            &p->max_resends_per_iteration);
     reg_int("ack_delay",
             "Microseconds an ACK may wait for data to ride on before it is sent on its own", 50,
             OPAL_INFO_LVL_5, &p->ack_delay);
@@ -102,10 +101,8 @@ int usnic_register_params(void)
     reg_int("reasm_slots",
             "Fragments that may be under reassembly at once from one peer (at least the peer's "
             "send window is always used)",
-            256,
-            OPAL_INFO_LVL_6, &p->reasm_slots);
-    reg_int("print_stats",
-            "Print one line of counters per module at finalize (0 = no, 1 = yes)", 0,
+            256, OPAL_INFO_LVL_6, &p->reasm_slots);
+    reg_int("print_stats", "Print one line of counters per module at finalize (0 = no, 1 = yes)", 0,
             OPAL_INFO_LVL_4, &p->print_stats);
     reg_int("udp_sockbuf",
             "udp provider only: bytes of kernel send and receive buffer to request for each "
@@ -127,8 +124,8 @@ int usnic_register_params(void)
                "Debug: fraction (0..1) of arriving packets held back and processed after the "
                "next one",
                0.0, OPAL_INFO_LVL_9, &p->debug_reorder_rate);
-    reg_int("debug_seed", "Debug: seed of the fault-injection random generator", 1,
-            OPAL_INFO_LVL_9, &p->debug_seed);
+    reg_int("debug_seed", "Debug: seed of the fault-injection random generator", 1, OPAL_INFO_LVL_9,
+            &p->debug_seed);
     reg_int("debug_isn",
             "Debug: first sequence number of every module (-1 = random); values near 4294967295 "
             "exercise wrap-around",
@@ -186,8 +183,8 @@ int usnic_check_params(void)
     const char *bad = NULL;
     int rc = OPAL_SUCCESS;
 
-    if (NULL != p->if_include && '\0' != p->if_include[0] && NULL != p->if_exclude
-        && '\0' != p->if_exclude[0]) {
+    if (NULL != p->if_include && '\0' != p->if_include[0] && NULL != p->if_exclude &&
+        '\0' != p->if_exclude[0]) {
         opal_show_help("help-mpi-btl-usnic.txt", "include and exclude", true,
                        opal_process_info.nodename, p->if_include, p->if_exclude);
         return OPAL_ERR_BAD_PARAM;
@@ -206,22 +203,20 @@ int usnic_check_params(void)
     if (p->max_btls < 0) {
         return bad_param("btl_usnic_max_btls", "negative", "use 0 (all) or a positive count");
     }
-    if (OPAL_SUCCESS != (rc = check_positive("btl_usnic_prio_sd_num", p->prio_sd_num))
-        || OPAL_SUCCESS != (rc = check_positive("btl_usnic_prio_rd_num", p->prio_rd_num))
-        || OPAL_SUCCESS != (rc = check_positive("btl_usnic_sd_num", p->sd_num))
-        || OPAL_SUCCESS != (rc = check_positive("btl_usnic_rd_num", p->rd_num))
-        || OPAL_SUCCESS != (rc = check_positive("btl_usnic_send_window", p->send_window))
-        || OPAL_SUCCESS != (rc = check_positive("btl_usnic_recv_window", p->recv_window))
-        || OPAL_SUCCESS != (rc = check_positive("btl_usnic_retrans_timeout", p->retrans_timeout))
-        || OPAL_SUCCESS
-               != (rc = check_positive("btl_usnic_max_resends_per_iteration",
-                                       p->max_resends_per_iteration))
-        || OPAL_SUCCESS != (rc = check_positive("btl_usnic_seg_num", p->seg_num))
-        || OPAL_SUCCESS != (rc = check_positive("btl_usnic_reasm_slots", p->reasm_slots))
-        || OPAL_SUCCESS != (rc = check_rate("btl_usnic_debug_drop_rate", p->debug_drop_rate))
-        || OPAL_SUCCESS != (rc = check_rate("btl_usnic_debug_dup_rate", p->debug_dup_rate))
-        || OPAL_SUCCESS
-               != (rc = check_rate("btl_usnic_debug_reorder_rate", p->debug_reorder_rate))) {
+    if (OPAL_SUCCESS != (rc = check_positive("btl_usnic_prio_sd_num", p->prio_sd_num)) ||
+        OPAL_SUCCESS != (rc = check_positive("btl_usnic_prio_rd_num", p->prio_rd_num)) ||
+        OPAL_SUCCESS != (rc = check_positive("btl_usnic_sd_num", p->sd_num)) ||
+        OPAL_SUCCESS != (rc = check_positive("btl_usnic_rd_num", p->rd_num)) ||
+        OPAL_SUCCESS != (rc = check_positive("btl_usnic_send_window", p->send_window)) ||
+        OPAL_SUCCESS != (rc = check_positive("btl_usnic_recv_window", p->recv_window)) ||
+        OPAL_SUCCESS != (rc = check_positive("btl_usnic_retrans_timeout", p->retrans_timeout)) ||
+        OPAL_SUCCESS != (rc = check_positive("btl_usnic_max_resends_per_iteration",
+                                             p->max_resends_per_iteration)) ||
+        OPAL_SUCCESS != (rc = check_positive("btl_usnic_seg_num", p->seg_num)) ||
+        OPAL_SUCCESS != (rc = check_positive("btl_usnic_reasm_slots", p->reasm_slots)) ||
+        OPAL_SUCCESS != (rc = check_rate("btl_usnic_debug_drop_rate", p->debug_drop_rate)) ||
+        OPAL_SUCCESS != (rc = check_rate("btl_usnic_debug_dup_rate", p->debug_dup_rate)) ||
+        OPAL_SUCCESS != (rc = check_rate("btl_usnic_debug_reorder_rate", p->debug_reorder_rate))) {
         return rc;
     }
     if (p->send_window > (1 << 20) || p->recv_window > (1 << 20)) {
@@ -232,13 +227,13 @@ int usnic_check_params(void)
         return bad_param("btl_usnic_recv_window", "smaller than btl_usnic_send_window",
                          "the receive window must be at least the send window");
     }
-    if (p->udp_sockbuf < 0 || p->udp_datagram_size < -1
-        || (p->udp_datagram_size > 0 && p->udp_datagram_size < 512)) {
+    if (p->udp_sockbuf < 0 || p->udp_datagram_size < -1 ||
+        (p->udp_datagram_size > 0 && p->udp_datagram_size < 512)) {
         return bad_param("btl_usnic_udp_sockbuf/udp_datagram_size", "out of range",
                          "udp_sockbuf must be >= 0; udp_datagram_size must be -1, 0 or >= 512");
     }
-    if (p->ack_delay < 0 || p->peer_timeout < 0 || p->fast_retrans_dups < 0
-        || p->priority_limit < 0) {
+    if (p->ack_delay < 0 || p->peer_timeout < 0 || p->fast_retrans_dups < 0 ||
+        p->priority_limit < 0) {
         return bad_param("btl_usnic_ack_delay/peer_timeout/fast_retrans_dups/priority_limit",
                          "negative", "these parameters must be zero or positive");
     }

@@ -215,8 +215,7 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
     frag->tag = tag;
     frag->ep = ep;
     if (USNIC_FRAG_SMALL == frag->kind) {
-        if (opal_list_is_empty(&ep->sendq)
-            && OPAL_SUCCESS == usnic_send_small(module, ep, frag)) {
+        if (opal_list_is_empty(&ep->sendq) && OPAL_SUCCESS == usnic_send_small(module, ep, frag)) {
             frag->sent = true;
             if (des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK) {
                 opal_list_append(&module->done_frags, &frag->base.super.super);
@@ -231,8 +230,7 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
         }
     } else {
         large_layout(frag);
-        if (opal_list_is_empty(&ep->sendq)
-            && OPAL_SUCCESS == usnic_send_chunks(module, ep, frag)) {
+        if (opal_list_is_empty(&ep->sendq) && OPAL_SUCCESS == usnic_send_chunks(module, ep, frag)) {
             /* all chunks out; completion comes with the last ACK */
         } else if (!frag->queued) {
             usnic_endpoint_enqueue(ep, frag);
@@ -244,8 +242,8 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
 
 static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
                        struct opal_convertor_t *convertor, void *header, size_t header_size,
-                       size_t payload_size, uint8_t order, uint32_t flags,
-                       mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor)
+                       size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+                       mca_btl_base_descriptor_t **descriptor)
 {
     usnic_module_t *module = (usnic_module_t *) btl;
     size_t total = header_size + payload_size;
@@ -259,9 +257,9 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
         }
         return OPAL_ERR_UNREACH;
     }
-    if (total <= ep->frag_max && opal_list_is_empty(&ep->sendq)
-        && usnic_rel_tx_window_open(&ep->rel)
-        && NULL != (seg = usnic_seg_alloc(module, USNIC_SEG_SEND))) {
+    if (total <= ep->frag_max && opal_list_is_empty(&ep->sendq) &&
+        usnic_rel_tx_window_open(&ep->rel) &&
+        NULL != (seg = usnic_seg_alloc(module, USNIC_SEG_SEND))) {
         uint8_t *p = seg->buf + USNIC_HDR_LEN_FRAG;
         struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) seg->buf;
 
@@ -299,9 +297,9 @@ static int usnic_put(struct mca_btl_base_module_t *btl, struct mca_btl_base_endp
     (void) flags;
     (void) order;
 
-    if (NULL == remote_handle || remote_address < remote_handle->base
-        || size > remote_handle->len || remote_address - remote_handle->base
-                                            > remote_handle->len - size) {
+    if (NULL == remote_handle || remote_address < remote_handle->base ||
+        size > remote_handle->len ||
+        remote_address - remote_handle->base > remote_handle->len - size) {
         return OPAL_ERR_BAD_PARAM;
     }
     usnic_lock();
@@ -332,9 +330,9 @@ static int usnic_put(struct mca_btl_base_module_t *btl, struct mca_btl_base_endp
     if (0 == size) {
         frag->sent = true;
         opal_list_append(&module->done_frags, &frag->base.super.super);
-    } else if (!(opal_list_is_empty(&ep->sendq)
-                 && OPAL_SUCCESS == usnic_send_chunks(module, ep, frag))
-               && !frag->queued) {
+    } else if (!(opal_list_is_empty(&ep->sendq) &&
+                 OPAL_SUCCESS == usnic_send_chunks(module, ep, frag)) &&
+               !frag->queued) {
         usnic_endpoint_enqueue(ep, frag);
     }
     usnic_unlock();
@@ -354,8 +352,8 @@ usnic_register_mem(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoi
         return NULL;
     }
     usnic_lock();
-    if (0 != usnic_reg_add(&mca_btl_usnic_component.regs, (uint64_t) (uintptr_t) base, size,
-                           &h->key)) {
+    if (0 !=
+        usnic_reg_add(&mca_btl_usnic_component.regs, (uint64_t) (uintptr_t) base, size, &h->key)) {
         usnic_unlock();
         free(h);
         return NULL;
@@ -395,20 +393,21 @@ static void usnic_dump(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
 }
 
 usnic_module_t usnic_module_template = {
-    .super = {
-        .btl_component = &mca_btl_usnic_component.super,
-        .btl_add_procs = usnic_add_procs,
-        .btl_del_procs = usnic_del_procs,
-        .btl_finalize = usnic_module_finalize,
-        .btl_alloc = usnic_alloc,
-        .btl_free = usnic_free,
-        .btl_prepare_src = usnic_prepare_src,
-        .btl_send = usnic_send,
-        .btl_sendi = usnic_sendi,
-        .btl_put = usnic_put,
-        .btl_register_mem = usnic_register_mem,
-        .btl_deregister_mem = usnic_deregister_mem,
-        .btl_register_error = usnic_register_error,
-        .btl_dump = usnic_dump,
-    },
+    .super =
+        {
+            .btl_component = &mca_btl_usnic_component.super,
+            .btl_add_procs = usnic_add_procs,
+            .btl_del_procs = usnic_del_procs,
+            .btl_finalize = usnic_module_finalize,
+            .btl_alloc = usnic_alloc,
+            .btl_free = usnic_free,
+            .btl_prepare_src = usnic_prepare_src,
+            .btl_send = usnic_send,
+            .btl_sendi = usnic_sendi,
+            .btl_put = usnic_put,
+            .btl_register_mem = usnic_register_mem,
+            .btl_deregister_mem = usnic_deregister_mem,
+            .btl_register_error = usnic_register_error,
+            .btl_dump = usnic_dump,
+        },
 };

@@ -71,8 +71,8 @@ int usnic_modex_recv(const opal_proc_t *proc, struct usnic_modex_rec **recs, siz
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
-    if (NULL == data || 0 == size || 0 != size % sizeof(struct usnic_modex_rec)
-        || size / sizeof(struct usnic_modex_rec) > USNIC_MAX_MODULES) {
+    if (NULL == data || 0 == size || 0 != size % sizeof(struct usnic_modex_rec) ||
+        size / sizeof(struct usnic_modex_rec) > USNIC_MAX_MODULES) {
         free(data);
         return OPAL_ERR_BAD_PARAM;
     }
@@ -122,8 +122,9 @@ const struct usnic_modex_rec *usnic_pair(usnic_module_t *module, const opal_proc
             continue;
         }
         if (r->max_msg_len > module->max_msg_len) {
-            report_mismatch(module, proc, r, "fragment size (btl_usnic_max_send_size and "
-                                             "eager limits must match)");
+            report_mismatch(module, proc, r,
+                            "fragment size (btl_usnic_max_send_size and "
+                            "eager limits must match)");
             continue;
         }
         if (!usnic_same_subnet(module->if_addr.sin_addr.s_addr, module->if_prefixlen, r->ipv4,

@@ -17,21 +17,21 @@
 BEGIN_C_DECLS
 
 struct usnic_modex_rec {
-    uint8_t version;       /* USNIC_MODEX_VERSION */
-    uint8_t proto_version; /* USNIC_PROTO_VERSION */
-    uint8_t prefixlen;     /* IPv4 netmask length */
-    uint8_t little_endian; /* 1 on little-endian hosts */
-    uint32_t module_id;    /* src_module in every packet this module sends */
-    uint64_t job_key;      /* job_key in every packet */
-    uint32_t ipv4;         /* interface address, network order */
+    uint8_t version;                   /* USNIC_MODEX_VERSION */
+    uint8_t proto_version;             /* USNIC_PROTO_VERSION */
+    uint8_t prefixlen;                 /* IPv4 netmask length */
+    uint8_t little_endian;             /* 1 on little-endian hosts */
+    uint32_t module_id;                /* src_module in every packet this module sends */
+    uint64_t job_key;                  /* job_key in every packet */
+    uint32_t ipv4;                     /* interface address, network order */
     uint16_t port[USNIC_NUM_CHANNELS]; /* UDP port per channel, network order */
     uint32_t mtu[USNIC_NUM_CHANNELS];  /* largest datagram per channel */
-    uint32_t link_mbps;    /* link speed, 0 if unknown */
-    uint32_t isn;          /* first sequence number this module sends to anyone */
-    uint64_t max_msg_len;  /* largest fragment it sends as chunks */
-    uint32_t send_window;  /* its per-peer send window */
-    uint32_t rcvbuf;       /* kernel receive buffer of its data channel, 0 = unknown */
-    char provider[16];     /* libfabric provider name, NUL-padded */
+    uint32_t link_mbps;                /* link speed, 0 if unknown */
+    uint32_t isn;                      /* first sequence number this module sends to anyone */
+    uint64_t max_msg_len;              /* largest fragment it sends as chunks */
+    uint32_t send_window;              /* its per-peer send window */
+    uint32_t rcvbuf;                   /* kernel receive buffer of its data channel, 0 = unknown */
+    char provider[16];                 /* libfabric provider name, NUL-padded */
 };
 _Static_assert(sizeof(struct usnic_modex_rec) == 72, "modex record layout");
 

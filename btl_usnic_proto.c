@@ -58,9 +58,8 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job
     if (len < hlen || (uint64_t) hdr->payload_len != (uint64_t) (len - hlen)) {
         return USNIC_DROP_LENGTH;
     }
-    if (USNIC_PKT_ACK == hdr->type
-        && hdr->payload_len
-               != ((hdr->flags & USNIC_PKT_FLAG_SACK) ? sizeof(struct usnic_sack) : 0u)) {
+    if (USNIC_PKT_ACK == hdr->type &&
+        hdr->payload_len != ((hdr->flags & USNIC_PKT_FLAG_SACK) ? sizeof(struct usnic_sack) : 0u)) {
         return USNIC_DROP_LENGTH;
     }
 
@@ -79,9 +78,9 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job
             return USNIC_DROP_TYPE;
         }
         /* a PUT's length is bounded by its registration, checked on arrival */
-        if (0 == ch->msg_len || 0 == hdr->payload_len
-            || (USNIC_PKT_CHUNK == hdr->type && ch->msg_len > max_msg_len)
-            || !range_fits(ch->offset, hdr->payload_len, ch->msg_len)) {
+        if (0 == ch->msg_len || 0 == hdr->payload_len ||
+            (USNIC_PKT_CHUNK == hdr->type && ch->msg_len > max_msg_len) ||
+            !range_fits(ch->offset, hdr->payload_len, ch->msg_len)) {
             return USNIC_DROP_CHUNK_RANGE;
         }
         view->chunk = ch;
@@ -108,17 +107,15 @@ const char *usnic_pkt_type_name(unsigned type)
     }
 }
 
-static const char *const drop_names[USNIC_DROP__COUNT] = {
-    [USNIC_PKT_OK] = "ok",
+static const char *const drop_names[USNIC_DROP__COUNT] = {[USNIC_PKT_OK] = "ok",
 #define USNIC_DROP_NAME(name, desc) [USNIC_DROP_##name] = #name,
-    USNIC_DROP_REASONS(USNIC_DROP_NAME)
+                                                          USNIC_DROP_REASONS(USNIC_DROP_NAME)
 #undef USNIC_DROP_NAME
 };
 
-static const char *const drop_descs[USNIC_DROP__COUNT] = {
-    [USNIC_PKT_OK] = "accepted",
+static const char *const drop_descs[USNIC_DROP__COUNT] = {[USNIC_PKT_OK] = "accepted",
 #define USNIC_DROP_DESC(name, desc) [USNIC_DROP_##name] = desc,
-    USNIC_DROP_REASONS(USNIC_DROP_DESC)
+                                                          USNIC_DROP_REASONS(USNIC_DROP_DESC)
 #undef USNIC_DROP_DESC
 };
 
@@ -158,8 +155,8 @@ size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen)
         out[0] = '\0';
         return 0;
     }
-    if ((size_t) n < outlen && USNIC_PKT_ACK == hdr.type && (hdr.flags & USNIC_PKT_FLAG_SACK)
-        && len >= USNIC_HDR_LEN_ACK + sizeof(struct usnic_sack)) {
+    if ((size_t) n < outlen && USNIC_PKT_ACK == hdr.type && (hdr.flags & USNIC_PKT_FLAG_SACK) &&
+        len >= USNIC_HDR_LEN_ACK + sizeof(struct usnic_sack)) {
         struct usnic_sack sk;
         int m;
         memcpy(&sk, bytes + sizeof(hdr), sizeof(sk));
@@ -168,12 +165,12 @@ size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen)
             n += m;
         }
     }
-    if ((size_t) n < outlen && (USNIC_PKT_CHUNK == hdr.type || USNIC_PKT_PUT == hdr.type)
-        && len >= USNIC_HDR_LEN_CHUNK) {
+    if ((size_t) n < outlen && (USNIC_PKT_CHUNK == hdr.type || USNIC_PKT_PUT == hdr.type) &&
+        len >= USNIC_HDR_LEN_CHUNK) {
         int m;
         memcpy(&ch, bytes + sizeof(hdr), sizeof(ch));
-        m = snprintf(out + n, outlen - (size_t) n, " msg_id=%u msg_len=%llu offset=%llu",
-                     ch.msg_id, (unsigned long long) ch.msg_len, (unsigned long long) ch.offset);
+        m = snprintf(out + n, outlen - (size_t) n, " msg_id=%u msg_len=%llu offset=%llu", ch.msg_id,
+                     (unsigned long long) ch.msg_len, (unsigned long long) ch.offset);
         if (m > 0) {
             n += m;
         }

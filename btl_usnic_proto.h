@@ -127,7 +127,7 @@ _Static_assert(sizeof(struct usnic_sack) == 8, "usnic_sack is 8 bytes on the wir
 #define USNIC_DROP_REASONS(X)                                                                      \
     X(SHORT, "shorter than the common header")                                                     \
     X(VERSION, "unknown protocol version")                                                         \
-    X(TYPE, "unknown packet type or flags, or a reserved field not zero")                         \
+    X(TYPE, "unknown packet type or flags, or a reserved field not zero")                          \
     X(JOB_KEY, "job key of another job")                                                           \
     X(LENGTH, "payload length disagrees with datagram length")                                     \
     X(SENDER, "unknown sender module")                                                             \
@@ -144,7 +144,7 @@ enum usnic_drop_reason {
 #define USNIC_DROP_ENUM(name, desc) USNIC_DROP_##name,
     USNIC_DROP_REASONS(USNIC_DROP_ENUM)
 #undef USNIC_DROP_ENUM
-        USNIC_DROP__COUNT
+    USNIC_DROP__COUNT
 };
 
 /* A validated packet: pointers into the receive buffer. */

@@ -33,7 +33,7 @@ struct usnic_reasm_alloc {
 
 struct usnic_reasm {
     bool active;
-    uint8_t tag;       /* PML tag of the fragment */
+    uint8_t tag; /* PML tag of the fragment */
     uint32_t msg_id;
     uint64_t msg_len;  /* total length; buf holds at least this much */
     uint64_t received; /* bytes copied in so far, <= msg_len */

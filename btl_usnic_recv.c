@@ -16,8 +16,8 @@
 
 void usnic_repost_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg)
 {
-    ssize_t rc = fi_recv(chan->ep, seg->super.ptr, chan->prefix + chan->mtu, NULL,
-                         FI_ADDR_UNSPEC, &seg->fictx);
+    ssize_t rc = fi_recv(chan->ep, seg->super.ptr, chan->prefix + chan->mtu, NULL, FI_ADDR_UNSPEC,
+                         &seg->fictx);
     if (OPAL_UNLIKELY(0 != rc)) {
         USNIC_VERBOSE(5, "%s: fi_recv: %s", module->ifname, fi_strerror((int) -rc));
         opal_free_list_return(&chan->rx_segs, &seg->super);
@@ -150,8 +150,8 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
         }
         why = usnic_reasm_check(&ep->reasm, v.chunk->msg_id, v.chunk->msg_len, hdr->tag);
         if (USNIC_PKT_OK == why) {
-            why = usnic_reasm_add(&ep->reasm, v.chunk->msg_id, v.chunk->msg_len,
-                                  v.chunk->offset, v.payload, v.payload_len, hdr->tag, &done);
+            why = usnic_reasm_add(&ep->reasm, v.chunk->msg_id, v.chunk->msg_len, v.chunk->offset,
+                                  v.payload, v.payload_len, hdr->tag, &done);
         }
         if (OPAL_UNLIKELY(USNIC_PKT_OK != why)) {
             drop(module, why);
@@ -166,8 +166,8 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
     }
 
     case USNIC_PKT_PUT:
-        why = usnic_reg_resolve(&mca_btl_usnic_component.regs, v.put->reg_key,
-                                v.put->reg_offset, v.chunk->msg_len, &dest);
+        why = usnic_reg_resolve(&mca_btl_usnic_component.regs, v.put->reg_key, v.put->reg_offset,
+                                v.chunk->msg_len, &dest);
         if (OPAL_UNLIKELY(USNIC_PKT_OK != why)) {
             drop(module, why);
             return;
@@ -192,8 +192,8 @@ static void inject(usnic_module_t *module, usnic_channel_t *chan, const uint8_t 
         module->stats.drops[USNIC_DROP_INJECTED]++;
         return;
     }
-    if (f->reorder_rate > 0.0 && 0 == f->held_len && len <= module->chan[USNIC_CHAN_DATA].mtu
-        && len > 0 && usnic_rand_unit(&f->rng) < f->reorder_rate) {
+    if (f->reorder_rate > 0.0 && 0 == f->held_len && len <= module->chan[USNIC_CHAN_DATA].mtu &&
+        len > 0 && usnic_rand_unit(&f->rng) < f->reorder_rate) {
         module->stats.inj_reorder++;
         memcpy(f->held_buf, buf, len);
         f->held_len = (uint32_t) len;
@@ -220,12 +220,11 @@ void usnic_fault_flush(usnic_module_t *module, bool idle)
     process_packet(module, f->held_buf, len);
 }
 
-void usnic_handle_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg,
-                       size_t len)
+void usnic_handle_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg, size_t len)
 {
     module->stats.rx_pkts++;
-    if (OPAL_UNLIKELY(module->fault.drop_rate > 0.0 || module->fault.dup_rate > 0.0
-                      || module->fault.reorder_rate > 0.0)) {
+    if (OPAL_UNLIKELY(module->fault.drop_rate > 0.0 || module->fault.dup_rate > 0.0 ||
+                      module->fault.reorder_rate > 0.0)) {
         inject(module, chan, seg->buf, len);
     } else {
         process_packet(module, seg->buf, len);

@@ -13,7 +13,8 @@
  *     at most tx.win_size segments are unacknowledged at once.
  *   - Whenever a segment goes on the wire its retransmit timer is armed.
  *   - A cumulative ACK for s releases every segment up to s.
- *   - Only the oldest segment still held is ever resent on suspicion: when its timer expires, or when the fast-retransmit
+ *   - Only the oldest segment still held is ever resent on suspicion: when its timer expires, or
+ when the fast-retransmit
  *     threshold of duplicate ACKs is reached (explicit ACK packets repeating
  *     tx.acked while data is outstanding).  A later segment whose timer
  *     expires has its timer re-armed instead: the cumulative ACK cannot say
@@ -49,9 +50,9 @@
 #include "btl_usnic_seq.h"
 
 /* State bits of a segment as the core sees it. */
-#define USNIC_REL_SEG_IN_WINDOW 0x1u  /* holds a send-window slot, not yet acked */
-#define USNIC_REL_SEG_TIMER 0x2u      /* retransmit timer armed */
-#define USNIC_REL_SEG_RESEND 0x4u     /* queued for resend by the transport */
+#define USNIC_REL_SEG_IN_WINDOW 0x1u   /* holds a send-window slot, not yet acked */
+#define USNIC_REL_SEG_TIMER 0x2u       /* retransmit timer armed */
+#define USNIC_REL_SEG_RESEND 0x4u      /* queued for resend by the transport */
 #define USNIC_REL_SEG_SACK_RESENT 0x8u /* already resent once because of a SACK */
 
 /* Segments reported after a missing one before the missing one is resent. */
@@ -60,8 +61,8 @@
 /* Embedded in the transport's send segment. */
 struct usnic_rel_seg {
     usnic_seq_t seq;
-    uint32_t state;     /* USNIC_REL_SEG_* */
-    uint32_t sends;     /* times put on the wire */
+    uint32_t state; /* USNIC_REL_SEG_* */
+    uint32_t sends; /* times put on the wire */
 };
 
 struct usnic_rel;
@@ -79,9 +80,9 @@ struct usnic_rel_ops {
 };
 
 enum usnic_rx_verdict {
-    USNIC_RX_NEW,       /* first time seen, in window: accept */
-    USNIC_RX_DUP,       /* seen before: drop, ACK at once */
-    USNIC_RX_BEYOND,    /* too far ahead of the window: drop */
+    USNIC_RX_NEW,    /* first time seen, in window: accept */
+    USNIC_RX_DUP,    /* seen before: drop, ACK at once */
+    USNIC_RX_BEYOND, /* too far ahead of the window: drop */
 };
 
 struct usnic_rel_stats {
@@ -101,26 +102,26 @@ struct usnic_rel {
     void *ctx; /* transport's per-connection pointer */
 
     struct {
-        usnic_seq_t next;            /* sequence number of the next new segment */
-        usnic_seq_t acked;           /* all up to here acked; window is [acked+1, next-1] */
-        uint32_t win_size;           /* power of two */
-        struct usnic_rel_seg **win;  /* win[seq & (win_size-1)] for seq in the window */
-        uint32_t dup_acks;           /* consecutive duplicate explicit ACKs of acked */
-        uint32_t fast_retrans_dups;  /* dup ACKs that trigger a fast retransmit; 0 = never */
+        usnic_seq_t next;           /* sequence number of the next new segment */
+        usnic_seq_t acked;          /* all up to here acked; window is [acked+1, next-1] */
+        uint32_t win_size;          /* power of two */
+        struct usnic_rel_seg **win; /* win[seq & (win_size-1)] for seq in the window */
+        uint32_t dup_acks;          /* consecutive duplicate explicit ACKs of acked */
+        uint32_t fast_retrans_dups; /* dup ACKs that trigger a fast retransmit; 0 = never */
     } tx;
 
     struct {
-        usnic_seq_t expected;  /* lowest not yet received; all before it were */
-        uint32_t win_size;     /* power of two */
-        uint8_t *seen;         /* seen[seq & (win_size-1)] for seq in [expected, expected+win) */
-        usnic_seq_t highest;   /* highest sequence number accepted; == expected-1 if no gap */
-        bool ack_owed;         /* accepted data not yet acknowledged */
-        bool ack_now;          /* a duplicate arrived: ACK without delay */
-        uint32_t unacked;      /* packets accepted since our last ACK */
+        usnic_seq_t expected;    /* lowest not yet received; all before it were */
+        uint32_t win_size;       /* power of two */
+        uint8_t *seen;           /* seen[seq & (win_size-1)] for seq in [expected, expected+win) */
+        usnic_seq_t highest;     /* highest sequence number accepted; == expected-1 if no gap */
+        bool ack_owed;           /* accepted data not yet acknowledged */
+        bool ack_now;            /* a duplicate arrived: ACK without delay */
+        uint32_t unacked;        /* packets accepted since our last ACK */
         uint64_t ack_owed_since; /* transport time when ack_owed became true */
     } rx;
 
-    uint32_t ack_every;        /* ACK at once after this many unacknowledged packets */
+    uint32_t ack_every; /* ACK at once after this many unacknowledged packets */
     struct usnic_rel_stats stats;
 };
 
@@ -202,9 +203,8 @@ uint64_t usnic_rel_rx_sack_bits(const struct usnic_rel *rel);
 /* Must an explicit ACK go out now? */
 static inline bool usnic_rel_ack_due(const struct usnic_rel *rel, uint64_t now, uint64_t delay)
 {
-    return rel->rx.ack_now
-           || (rel->rx.ack_owed
-               && (now - rel->rx.ack_owed_since >= delay || rel->rx.unacked >= rel->ack_every));
+    return rel->rx.ack_now || (rel->rx.ack_owed && (now - rel->rx.ack_owed_since >= delay ||
+                                                    rel->rx.unacked >= rel->ack_every));
 }
 
 /* An ACK carrying usnic_rel_rx_ack_value() went out (explicit or piggy-backed). */

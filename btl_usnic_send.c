@@ -29,8 +29,7 @@ static inline bool fill_ack(mca_btl_base_endpoint_t *ep, struct usnic_pkt_hdr *h
 }
 
 /* Hand one datagram to the provider.  OPAL_ERR_RESOURCE_BUSY: try later. */
-static int post(usnic_module_t *module, usnic_seg_t *seg, enum usnic_channel_id cid,
-                fi_addr_t dest)
+static int post(usnic_module_t *module, usnic_seg_t *seg, enum usnic_channel_id cid, fi_addr_t dest)
 {
     usnic_channel_t *chan = &module->chan[cid];
     struct iovec iov[2];
@@ -106,8 +105,8 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
 static inline bool can_send(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
                             enum usnic_channel_id cid)
 {
-    if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel)
-                      || ep->inflight_bytes >= ep->inflight_limit)) {
+    if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel) ||
+                      ep->inflight_bytes >= ep->inflight_limit)) {
         module->stats.window_full++;
         return false;
     }
@@ -216,7 +215,8 @@ static void endpoint_progress_sendq(usnic_module_t *module, mca_btl_base_endpoin
 {
     opal_list_item_t *item;
 
-    while (NULL != (item = opal_list_get_first(&ep->sendq)) && item != opal_list_get_end(&ep->sendq)) {
+    while (NULL != (item = opal_list_get_first(&ep->sendq)) &&
+           item != opal_list_get_end(&ep->sendq)) {
         usnic_frag_t *frag = (usnic_frag_t *) item;
         int rc;
 
@@ -248,8 +248,8 @@ int usnic_progress_sends(usnic_module_t *module)
 {
     opal_list_item_t *item, *next;
 
-    for (item = opal_list_get_first(&module->sendq_eps); item != opal_list_get_end(&module->sendq_eps);
-         item = next) {
+    for (item = opal_list_get_first(&module->sendq_eps);
+         item != opal_list_get_end(&module->sendq_eps); item = next) {
         mca_btl_base_endpoint_t *ep = usnic_ep_of_sendq_item(item);
         next = opal_list_get_next(item);
         if (!ep->dead) {

@@ -32,14 +32,14 @@ void usnic_stats_format(const usnic_module_t *module, const char *prefix, char *
     int n;
 
     n = snprintf(buf, len, "%s host=%s pid=%d rank=%u dev=%s provider=%s", prefix,
-                 opal_process_info.nodename, (int) getpid(), OPAL_PROC_MY_NAME.vpid,
-                 module->ifname, module->prov_name);
+                 opal_process_info.nodename, (int) getpid(), OPAL_PROC_MY_NAME.vpid, module->ifname,
+                 module->prov_name);
     if (n < 0 || (size_t) n >= len) {
         return;
     }
     off = (size_t) n;
 #define USNIC_STATS_PRINT(name, desc)                                                              \
-    n = snprintf(buf + off, len - off, " " #name "=%llu", (unsigned long long) s->name);          \
+    n = snprintf(buf + off, len - off, " " #name "=%llu", (unsigned long long) s->name);           \
     if (n < 0 || (size_t) n >= len - off) {                                                        \
         return;                                                                                    \
     }                                                                                              \

@@ -17,7 +17,7 @@
     X(rx_bytes, "payload bytes received and accepted")                                             \
     X(retrans, "segments actually sent again")                                                     \
     X(fast_retrans, "resends queued by duplicate ACKs")                                            \
-    X(timeout_retrans, "resends queued by a timer (cancelled if the ACK comes first)")            \
+    X(timeout_retrans, "resends queued by a timer (cancelled if the ACK comes first)")             \
     X(dup_rx, "duplicate data packets received and dropped")                                       \
     X(acks_tx, "explicit ACK packets sent")                                                        \
     X(acks_rx, "explicit ACK packets received")                                                    \

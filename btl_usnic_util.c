@@ -16,8 +16,7 @@ static uint32_t prefix_mask(uint32_t prefixlen)
     return prefixlen ? htonl(0xffffffffu << (32 - (prefixlen > 32 ? 32 : prefixlen))) : 0;
 }
 
-int usnic_if_filter_parse(const char *list, struct usnic_if_filter *out, int max,
-                          const char **bad)
+int usnic_if_filter_parse(const char *list, struct usnic_if_filter *out, int max, const char **bad)
 {
     static char badtok[128];
     char *copy, *tok, *save = NULL;
@@ -43,8 +42,8 @@ int usnic_if_filter_parse(const char *list, struct usnic_if_filter *out, int max
             long plen;
             *slash = '\0';
             plen = strtol(slash + 1, &end, 10);
-            if (1 != inet_pton(AF_INET, tok, &ia) || '\0' != *end || end == slash + 1 || plen < 0
-                || plen > 32) {
+            if (1 != inet_pton(AF_INET, tok, &ia) || '\0' != *end || end == slash + 1 || plen < 0 ||
+                plen > 32) {
                 *slash = '/';
                 snprintf(badtok, sizeof(badtok), "%s", tok);
                 *bad = badtok;
@@ -101,8 +100,8 @@ static uint32_t read_sysfs_u32(const char *ifname, const char *attr)
     return (uint32_t) v;
 }
 
-int usnic_if_facts(const char *ifname, uint32_t addr, bool *up, uint32_t *prefixlen,
-                   uint32_t *mtu, uint32_t *link_mbps)
+int usnic_if_facts(const char *ifname, uint32_t addr, bool *up, uint32_t *prefixlen, uint32_t *mtu,
+                   uint32_t *link_mbps)
 {
     struct ifaddrs *ifa, *i;
     int found = -1;
@@ -114,8 +113,8 @@ int usnic_if_facts(const char *ifname, uint32_t addr, bool *up, uint32_t *prefix
     }
     for (i = ifa; NULL != i; i = i->ifa_next) {
         const struct sockaddr_in *sin = (const struct sockaddr_in *) i->ifa_addr;
-        if (NULL == sin || AF_INET != sin->sin_family || 0 != strcmp(i->ifa_name, ifname)
-            || sin->sin_addr.s_addr != addr) {
+        if (NULL == sin || AF_INET != sin->sin_family || 0 != strcmp(i->ifa_name, ifname) ||
+            sin->sin_addr.s_addr != addr) {
             continue;
         }
         *up = (i->ifa_flags & IFF_UP) && (i->ifa_flags & IFF_RUNNING);
@@ -183,11 +182,11 @@ int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_e
             continue;
         }
         fd = (int) v;
-        if (0 != fstat(fd, &st) || !S_ISSOCK(st.st_mode)
-            || 0 != getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) || SOCK_DGRAM != type
-            || 0 != getsockname(fd, (struct sockaddr *) &sin, &slen) || AF_INET != sin.sin_family
-            || sin.sin_port != bound->sin_port
-            || (sin.sin_addr.s_addr != bound->sin_addr.s_addr && INADDR_ANY != sin.sin_addr.s_addr)) {
+        if (0 != fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
+            0 != getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) || SOCK_DGRAM != type ||
+            0 != getsockname(fd, (struct sockaddr *) &sin, &slen) || AF_INET != sin.sin_family ||
+            sin.sin_port != bound->sin_port ||
+            (sin.sin_addr.s_addr != bound->sin_addr.s_addr && INADDR_ANY != sin.sin_addr.s_addr)) {
             continue;
         }
         if (bytes > 0) {

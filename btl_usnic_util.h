@@ -34,8 +34,8 @@ static inline double usnic_rand_unit(uint64_t *state)
 
 /* One parsed if_include/if_exclude entry: an interface name or an IPv4 CIDR. */
 struct usnic_if_filter {
-    char name[64];     /* empty for a CIDR */
-    uint32_t net;      /* network order */
+    char name[64]; /* empty for a CIDR */
+    uint32_t net;  /* network order */
     uint32_t prefixlen;
 };
 
@@ -44,16 +44,15 @@ struct usnic_if_filter {
  * the number of entries (<= max), or -1 with *bad pointing at the first
  * malformed token (a static buffer).
  */
-int usnic_if_filter_parse(const char *list, struct usnic_if_filter *out, int max,
-                          const char **bad);
+int usnic_if_filter_parse(const char *list, struct usnic_if_filter *out, int max, const char **bad);
 
 /* Does the interface (name, IPv4 address) match any entry? */
 bool usnic_if_filter_match(const struct usnic_if_filter *f, int n, const char *ifname,
                            uint32_t addr);
 
 /* Interface facts from the kernel: up?, prefix length, MTU, link speed (Mbit/s, 0 unknown). */
-int usnic_if_facts(const char *ifname, uint32_t addr, bool *up, uint32_t *prefixlen,
-                   uint32_t *mtu, uint32_t *link_mbps);
+int usnic_if_facts(const char *ifname, uint32_t addr, bool *up, uint32_t *prefixlen, uint32_t *mtu,
+                   uint32_t *link_mbps);
 
 /* 64-bit FNV-1a */
 uint64_t usnic_hash64(const void *data, size_t len, uint64_t seed);
@@ -62,7 +61,6 @@ uint64_t usnic_hash64(const void *data, size_t len, uint64_t seed);
 bool usnic_same_subnet(uint32_t a, uint32_t a_prefix, uint32_t b, uint32_t b_prefix);
 
 /* Size the kernel buffers of the UDP socket bound to *bound (udp provider). */
-int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_eff,
-                          int *snd_eff);
+int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_eff, int *snd_eff);
 
 #endif /* BTL_USNIC_UTIL_H */

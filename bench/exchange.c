@@ -40,8 +40,8 @@ static long errors;
 
 static uint64_t base(long c, long s, int d)
 {
-    uint64_t x = (uint64_t) c * 0xff51afd7ed558ccdull ^ (uint64_t) s * 0xc4ceb9fe1a85ec53ull
-                 ^ (uint64_t) d << 63;
+    uint64_t x = (uint64_t) c * 0xff51afd7ed558ccdull ^ (uint64_t) s * 0xc4ceb9fe1a85ec53ull ^
+                 (uint64_t) d << 63;
     return x ^ (x >> 29);
 }
 
@@ -67,8 +67,8 @@ static void check(const unsigned char *p, long size, long c, int d, const MPI_St
     MPI_Get_count(st, MPI_BYTE, &count);
     if (count != size) {
         if (errors < 10)
-            fprintf(stderr, "exchange: rank %d: cycle %ld size %ld: got %d bytes\n", rank, c,
-                    size, count);
+            fprintf(stderr, "exchange: rank %d: cycle %ld size %ld: got %d bytes\n", rank, c, size,
+                    count);
         errors++;
         return;
     }

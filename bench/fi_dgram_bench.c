@@ -70,17 +70,17 @@ struct opts {
     int ndsizes;
     size_t bsizes[MAX_SIZES]; /* -b list: extra (small) streaming sizes */
     int nbsizes;
-    long lat_min, lat_max;    /* -s / -S range of power-of-two ping-pong sizes */
+    long lat_min, lat_max; /* -s / -S range of power-of-two ping-pong sizes */
     int do_lat, do_stream;
     int reps;
-    long lat_iters;           /* 0: automatic */
+    long lat_iters; /* 0: automatic */
     double stream_ms;
     int rx_depth;
     int tx_depth;
     int human;
     int no_inject;
-    int strict;               /* refuse sizes above the advertised max_msg_size */
-    int sockbuf;              /* -B: kernel socket buffer bytes (0 = system default) */
+    int strict;  /* refuse sizes above the advertised max_msg_size */
+    int sockbuf; /* -B: kernel socket buffer bytes (0 = system default) */
     int verbose;
 };
 
@@ -103,20 +103,20 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
 }
 
 /* ------------------------------------------------------------------------ */
 /* control channel (AF_UNIX socketpair between parent and child)            */
 
 enum {
-    CTL_ADDR = 1,     /* a: addrlen, payload addr */
-    CTL_PINGPONG,     /* size, a: number of round trips to echo */
+    CTL_ADDR = 1, /* a: addrlen, payload addr */
+    CTL_PINGPONG, /* size, a: number of round trips to echo */
     CTL_PP_DONE,
-    CTL_STREAM,       /* size, a: run id */
+    CTL_STREAM, /* size, a: run id */
     CTL_READY,
-    CTL_STREAM_END,   /* a: datagrams sent */
-    CTL_STREAM_RES,   /* a: datagrams received, b: bytes, t: last rx time */
+    CTL_STREAM_END, /* a: datagrams sent */
+    CTL_STREAM_RES, /* a: datagrams received, b: bytes, t: last rx time */
     CTL_QUIT,
     CTL_ERROR
 };
@@ -133,7 +133,7 @@ static int ctl_fd = -1;
 
 static void ctl_send(const struct ctl *c)
 {
-    const char *p = (const char *)c;
+    const char *p = (const char *) c;
     size_t left = sizeof(*c);
     while (left) {
         ssize_t n = write(ctl_fd, p, left);
@@ -143,18 +143,18 @@ static void ctl_send(const struct ctl *c)
             die("control write: %s", strerror(errno));
         }
         p += n;
-        left -= (size_t)n;
+        left -= (size_t) n;
     }
 }
 
 /* Returns 1 when a message was read, 0 when none was pending (nonblock). */
 static int ctl_recv_flags(struct ctl *c, int nonblock)
 {
-    char *p = (char *)c;
+    char *p = (char *) c;
     size_t got = 0;
     while (got < sizeof(*c)) {
-        ssize_t n = recv(ctl_fd, p + got, sizeof(*c) - got,
-                         (nonblock && got == 0) ? MSG_DONTWAIT : 0);
+        ssize_t n =
+            recv(ctl_fd, p + got, sizeof(*c) - got, (nonblock && got == 0) ? MSG_DONTWAIT : 0);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -167,14 +167,17 @@ static int ctl_recv_flags(struct ctl *c, int nonblock)
                 _exit(0); /* client went away */
             die("control channel closed by peer");
         }
-        got += (size_t)n;
+        got += (size_t) n;
     }
     if (c->cmd == CTL_ERROR)
         die("peer reported an error (see its message above)");
     return 1;
 }
 
-static void ctl_recv(struct ctl *c) { (void)ctl_recv_flags(c, 0); }
+static void ctl_recv(struct ctl *c)
+{
+    (void) ctl_recv_flags(c, 0);
+}
 
 static void ctl_expect(struct ctl *c, int cmd)
 {
@@ -201,8 +204,8 @@ struct fab {
     size_t max_payload; /* largest datagram we will use */
     size_t advertised;  /* ep_attr->max_msg_size reported by the provider */
     size_t inject_size;
-    int hint_accepted;  /* fi_getinfo accepted a max_msg_size hint > 1472 */
-    char *pool;         /* rx slots followed by tx slots */
+    int hint_accepted; /* fi_getinfo accepted a max_msg_size hint > 1472 */
+    char *pool;        /* rx slots followed by tx slots */
     char *rxbuf, *txbuf;
     int rx_depth, tx_depth;
     struct fi_context *rxctx, *txctx;
@@ -213,11 +216,11 @@ struct fab {
 
 static struct fab F;
 
-#define FI_CHECK(call)                                                        \
-    do {                                                                      \
-        int ret_ = (int)(call);                                               \
-        if (ret_)                                                             \
-            die("%s failed: %d (%s)", #call, ret_, fi_strerror(-ret_));       \
+#define FI_CHECK(call)                                                                             \
+    do {                                                                                           \
+        int ret_ = (int) (call);                                                                   \
+        if (ret_)                                                                                  \
+            die("%s failed: %d (%s)", #call, ret_, fi_strerror(-ret_));                            \
     } while (0)
 
 static struct fi_info *make_hints(size_t max_msg)
@@ -231,8 +234,7 @@ static struct fi_info *make_hints(size_t max_msg)
     h->mode = FI_CONTEXT | FI_MSG_PREFIX;
     h->addr_format = FI_SOCKADDR_IN;
     /* we can register local buffers if the provider wants it */
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-                              FI_MR_VIRT_ADDR;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
     h->domain_attr->threading = FI_THREAD_DOMAIN;
     h->fabric_attr->prov_name = strdup(o.prov);
     if (max_msg)
@@ -255,13 +257,12 @@ static void fab_getinfo(void)
     } else if (ret == -FI_ENODATA) {
         fi_freeinfo(hints);
         hints = make_hints(0);
-        ret = fi_getinfo(FI_VERSION(1, 17), o.addr, NULL, FI_SOURCE, hints,
-                         &F.info);
+        ret = fi_getinfo(FI_VERSION(1, 17), o.addr, NULL, FI_SOURCE, hints, &F.info);
     }
     fi_freeinfo(hints);
     if (ret)
-        die("fi_getinfo(prov=%s, node=%s, FI_EP_DGRAM) failed: %d (%s)", o.prov,
-            o.addr, ret, fi_strerror(-ret));
+        die("fi_getinfo(prov=%s, node=%s, FI_EP_DGRAM) failed: %d (%s)", o.prov, o.addr, ret,
+            fi_strerror(-ret));
     /* keep only the first match */
     if (F.info->next) {
         fi_freeinfo(F.info->next);
@@ -282,24 +283,24 @@ static void fab_open(void)
     FI_CHECK(fi_domain(F.fabric, F.info, &F.domain, NULL));
 
     memset(&ava, 0, sizeof(ava));
-    ava.type = F.info->domain_attr->av_type == FI_AV_UNSPEC
-                   ? FI_AV_TABLE : F.info->domain_attr->av_type;
+    ava.type =
+        F.info->domain_attr->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : F.info->domain_attr->av_type;
     ava.count = 4;
     FI_CHECK(fi_av_open(F.domain, &ava, &F.av, NULL));
 
     F.rx_depth = o.rx_depth;
-    if (F.info->rx_attr->size && (size_t)F.rx_depth > F.info->rx_attr->size)
-        F.rx_depth = (int)F.info->rx_attr->size;
+    if (F.info->rx_attr->size && (size_t) F.rx_depth > F.info->rx_attr->size)
+        F.rx_depth = (int) F.info->rx_attr->size;
     F.tx_depth = o.tx_depth;
-    if (F.info->tx_attr->size && (size_t)F.tx_depth > F.info->tx_attr->size)
-        F.tx_depth = (int)F.info->tx_attr->size;
+    if (F.info->tx_attr->size && (size_t) F.tx_depth > F.info->tx_attr->size)
+        F.tx_depth = (int) F.info->tx_attr->size;
 
     memset(&cqa, 0, sizeof(cqa));
     cqa.format = FI_CQ_FORMAT_MSG;
     cqa.wait_obj = FI_WAIT_NONE;
-    cqa.size = (size_t)F.tx_depth * 2;
+    cqa.size = (size_t) F.tx_depth * 2;
     FI_CHECK(fi_cq_open(F.domain, &cqa, &F.txcq, NULL));
-    cqa.size = (size_t)F.rx_depth * 2;
+    cqa.size = (size_t) F.rx_depth * 2;
     FI_CHECK(fi_cq_open(F.domain, &cqa, &F.rxcq, NULL));
 
     FI_CHECK(fi_endpoint(F.domain, F.info, &F.ep, NULL));
@@ -313,8 +314,8 @@ static void fab_open(void)
         struct sockaddr_in bound;
         size_t blen = sizeof(bound);
         int rcv = 0, snd = 0;
-        if (fi_getname(&F.ep->fid, &bound, &blen) == 0 && bound.sin_family == AF_INET
-            && usnic_udp_tune_socket(&bound, o.sockbuf, &rcv, &snd) == 0) {
+        if (fi_getname(&F.ep->fid, &bound, &blen) == 0 && bound.sin_family == AF_INET &&
+            usnic_udp_tune_socket(&bound, o.sockbuf, &rcv, &snd) == 0) {
             if (o.verbose)
                 fprintf(stderr, "%s: socket buffers receive %d send %d\n", self_name, rcv, snd);
         } else if (o.verbose) {
@@ -323,29 +324,28 @@ static void fab_open(void)
     }
 
     /* buffers: slot = prefix + largest payload, 64-byte aligned */
-    F.slot = (F.prefix + F.max_payload + 63) & ~(size_t)63;
+    F.slot = (F.prefix + F.max_payload + 63) & ~(size_t) 63;
     if (F.slot == 0)
         F.slot = 64;
-    size_t total = F.slot * (size_t)(F.rx_depth + F.tx_depth);
-    if (posix_memalign((void **)&F.pool, 4096, total))
+    size_t total = F.slot * (size_t) (F.rx_depth + F.tx_depth);
+    if (posix_memalign((void **) &F.pool, 4096, total))
         die("out of memory (%zu bytes of buffers)", total);
     memset(F.pool, 0xa5, total);
     F.rxbuf = F.pool;
-    F.txbuf = F.pool + F.slot * (size_t)F.rx_depth;
+    F.txbuf = F.pool + F.slot * (size_t) F.rx_depth;
 
     if (F.info->domain_attr->mr_mode & FI_MR_LOCAL) {
-        FI_CHECK(fi_mr_reg(F.domain, F.pool, total, FI_SEND | FI_RECV, 0, 0, 0,
-                           &F.mr, NULL));
+        FI_CHECK(fi_mr_reg(F.domain, F.pool, total, FI_SEND | FI_RECV, 0, 0, 0, &F.mr, NULL));
         F.desc = fi_mr_desc(F.mr);
     }
 
-    F.rxctx = calloc((size_t)F.rx_depth, sizeof(*F.rxctx));
-    F.txctx = calloc((size_t)F.tx_depth, sizeof(*F.txctx));
-    F.txfree = calloc((size_t)F.tx_depth, sizeof(*F.txfree));
+    F.rxctx = calloc((size_t) F.rx_depth, sizeof(*F.rxctx));
+    F.txctx = calloc((size_t) F.tx_depth, sizeof(*F.txctx));
+    F.txfree = calloc((size_t) F.tx_depth, sizeof(*F.txfree));
     if (!F.rxctx || !F.txctx || !F.txfree)
         die("out of memory");
-    for (i = 0; i < (size_t)F.tx_depth; i++)
-        F.txfree[i] = (int)i;
+    for (i = 0; i < (size_t) F.tx_depth; i++)
+        F.txfree[i] = (int) i;
     F.ntxfree = F.tx_depth;
 }
 
@@ -380,25 +380,29 @@ static void cq_error(struct fid_cq *cq, const char *which)
     ssize_t r = fi_cq_readerr(cq, &e, 0);
     if (r < 0)
         die("%s CQ error, and fi_cq_readerr failed: %zd", which, r);
-    die("%s CQ error: %d (%s), prov_errno %d (%s)", which, e.err,
-        fi_strerror(e.err), e.prov_errno,
+    die("%s CQ error: %d (%s), prov_errno %d (%s)", which, e.err, fi_strerror(e.err), e.prov_errno,
         fi_cq_strerror(cq, e.prov_errno, e.err_data, NULL, 0));
 }
 
-static inline char *rx_slot(int i) { return F.rxbuf + F.slot * (size_t)i; }
-static inline char *tx_slot(int i) { return F.txbuf + F.slot * (size_t)i; }
+static inline char *rx_slot(int i)
+{
+    return F.rxbuf + F.slot * (size_t) i;
+}
+static inline char *tx_slot(int i)
+{
+    return F.txbuf + F.slot * (size_t) i;
+}
 
 static void drain_tx(void);
 
 static void post_rx(int i)
 {
     for (;;) {
-        ssize_t r = fi_recv(F.ep, rx_slot(i), F.slot, F.desc, FI_ADDR_UNSPEC,
-                            &F.rxctx[i]);
+        ssize_t r = fi_recv(F.ep, rx_slot(i), F.slot, F.desc, FI_ADDR_UNSPEC, &F.rxctx[i]);
         if (r == 0)
             return;
         if (r != -FI_EAGAIN)
-            die("fi_recv: %zd (%s)", r, fi_strerror((int)-r));
+            die("fi_recv: %zd (%s)", r, fi_strerror((int) -r));
         /* queue full: should not happen since we post at most rx_size */
         drain_tx();
     }
@@ -414,9 +418,9 @@ static void drain_tx(void)
         if (n == -FI_EAVAIL)
             cq_error(F.txcq, "tx");
         if (n < 0)
-            die("fi_cq_read(tx): %zd (%s)", n, fi_strerror((int)-n));
+            die("fi_cq_read(tx): %zd (%s)", n, fi_strerror((int) -n));
         for (ssize_t k = 0; k < n; k++) {
-            int idx = (int)((struct fi_context *)e[k].op_context - F.txctx);
+            int idx = (int) ((struct fi_context *) e[k].op_context - F.txctx);
             if (idx < 0 || idx >= F.tx_depth)
                 die("tx completion with unknown context");
             F.txfree[F.ntxfree++] = idx;
@@ -461,28 +465,28 @@ static void send_slot(int idx, size_t len)
         }
         if (r == -EMSGSIZE)
             die("datagram of %zu bytes rejected by provider '%s': %s "
-                "(advertised max_msg_size %zu)", len, o.prov,
-                fi_strerror((int)-r), F.advertised);
-        die("send of %zu bytes failed: %zd (%s)", len, r, fi_strerror((int)-r));
+                "(advertised max_msg_size %zu)",
+                len, o.prov, fi_strerror((int) -r), F.advertised);
+        die("send of %zu bytes failed: %zd (%s)", len, r, fi_strerror((int) -r));
     }
 }
 
 /* Poll the rx CQ once; returns number of entries placed in e (0 if none). */
 static int poll_rx(struct fi_cq_msg_entry *e, int max)
 {
-    ssize_t n = fi_cq_read(F.rxcq, e, (size_t)max);
+    ssize_t n = fi_cq_read(F.rxcq, e, (size_t) max);
     if (n == -FI_EAGAIN)
         return 0;
     if (n == -FI_EAVAIL)
         cq_error(F.rxcq, "rx");
     if (n < 0)
-        die("fi_cq_read(rx): %zd (%s)", n, fi_strerror((int)-n));
-    return (int)n;
+        die("fi_cq_read(rx): %zd (%s)", n, fi_strerror((int) -n));
+    return (int) n;
 }
 
 static inline int rx_index(const struct fi_cq_msg_entry *e)
 {
-    int idx = (int)((struct fi_context *)e->op_context - F.rxctx);
+    int idx = (int) ((struct fi_context *) e->op_context - F.rxctx);
     if (idx < 0 || idx >= F.rx_depth)
         die("rx completion with unknown context");
     return idx;
@@ -510,8 +514,7 @@ static size_t wait_one_rx(void)
             if (t0 == 0)
                 t0 = t;
             else if (t - t0 > WAIT_TIMEOUT_S)
-                die("no datagram received for %.1f s (lost ping-pong datagram?)",
-                    WAIT_TIMEOUT_S);
+                die("no datagram received for %.1f s (lost ping-pong datagram?)", WAIT_TIMEOUT_S);
         }
     }
 }
@@ -556,11 +559,12 @@ static void setup_both(void)
     for (i = 0; i < o.nbsizes; i++)
         if (o.bsizes[i] > F.max_payload)
             F.max_payload = o.bsizes[i];
-    if (o.do_lat && (size_t)o.lat_max > F.max_payload)
-        F.max_payload = (size_t)o.lat_max;
+    if (o.do_lat && (size_t) o.lat_max > F.max_payload)
+        F.max_payload = (size_t) o.lat_max;
     if (o.strict && F.max_payload > F.advertised)
         die("datagram size %zu exceeds the provider's advertised max_msg_size "
-            "%zu (-x given)", F.max_payload, F.advertised);
+            "%zu (-x given)",
+            F.max_payload, F.advertised);
     fab_open();
 
     FI_CHECK(fi_getname(&F.ep->fid, name, &namelen));
@@ -568,13 +572,13 @@ static void setup_both(void)
         die("endpoint name too long (%zu)", namelen);
     memset(&c, 0, sizeof(c));
     c.cmd = CTL_ADDR;
-    c.a = (int64_t)namelen;
+    c.a = (int64_t) namelen;
     memcpy(c.addr, name, namelen);
     ctl_send(&c);
     ctl_expect(&c, CTL_ADDR);
 
     /* only ever talk to the peer's name on our interface address */
-    if (c.a == (int64_t)sizeof(struct sockaddr_in)) {
+    if (c.a == (int64_t) sizeof(struct sockaddr_in)) {
         struct sockaddr_in sin;
         memcpy(&sin, c.addr, sizeof(sin));
         struct sockaddr_in mine;
@@ -617,7 +621,7 @@ static void server_main(void)
             ctl_send(&c);
         } else if (c.cmd == CTL_STREAM) {
             size_t size = c.size;
-            uint32_t runid = (uint32_t)c.a;
+            uint32_t runid = (uint32_t) c.a;
             long got = 0, bytes = 0, foreign = 0;
             double tlast = 0, tend = 0;
             int64_t sent = -1;
@@ -641,7 +645,7 @@ static void server_main(void)
                         }
                         if (ours) {
                             got++;
-                            bytes += (long)len;
+                            bytes += (long) len;
                             tlast = t;
                         } else {
                             foreign++;
@@ -699,16 +703,15 @@ static int nresults;
 
 static int cmp_double(const void *a, const void *b)
 {
-    double x = *(const double *)a, y = *(const double *)b;
+    double x = *(const double *) a, y = *(const double *) b;
     return (x > y) - (x < y);
 }
 
-static void add_result(const char *test, size_t size, double *v, int n,
-                       const char *unit)
+static void add_result(const char *test, size_t size, double *v, int n, const char *unit)
 {
     double s[MAX_REPS];
-    memcpy(s, v, sizeof(double) * (size_t)n);
-    qsort(s, (size_t)n, sizeof(double), cmp_double);
+    memcpy(s, v, sizeof(double) * (size_t) n);
+    qsort(s, (size_t) n, sizeof(double), cmp_double);
     double med = (n & 1) ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
     struct result *r = &results[nresults++];
     r->test = test;
@@ -728,7 +731,7 @@ static void fill_payload(int idx, size_t size)
 {
     char *p = tx_slot(idx) + F.prefix;
     for (size_t i = 0; i < size; i++)
-        p[i] = (char)(i * 7 + 1);
+        p[i] = (char) (i * 7 + 1);
 }
 
 /* One batch of round trips, returns elapsed seconds. */
@@ -737,7 +740,7 @@ static double pingpong_batch(size_t size, long iters)
     struct ctl c;
     memset(&c, 0, sizeof(c));
     c.cmd = CTL_PINGPONG;
-    c.size = (uint32_t)size;
+    c.size = (uint32_t) size;
     c.a = iters;
     ctl_send(&c);
     /* give the server a moment to enter its loop: not needed for
@@ -772,27 +775,26 @@ static void test_lat(size_t size)
     long warm = iters / 10 > 50 ? iters / 10 : 50;
     double tw = pingpong_batch(size, warm);
     if (!o.lat_iters) {
-        double per = tw / (double)warm;
-        long want = (long)(0.05 / (per > 1e-9 ? per : 1e-9));
+        double per = tw / (double) warm;
+        long want = (long) (0.05 / (per > 1e-9 ? per : 1e-9));
         if (want < iters)
             iters = want < 100 ? 100 : want;
     }
     for (int r = 0; r < o.reps; r++)
-        v[r] = pingpong_batch(size, iters) / (double)iters / 2.0 * 1e6;
+        v[r] = pingpong_batch(size, iters) / (double) iters / 2.0 * 1e6;
     add_result("lat", size, v, o.reps, "us");
 }
 
 static uint32_t next_runid = 0x5eed0001;
 
 /* One streaming repetition. */
-static void stream_once(size_t size, double *bw, double *rate, double *loss,
-                        double *txrate)
+static void stream_once(size_t size, double *bw, double *rate, double *loss, double *txrate)
 {
     struct ctl c;
     uint32_t runid = next_runid++;
     memset(&c, 0, sizeof(c));
     c.cmd = CTL_STREAM;
-    c.size = (uint32_t)size;
+    c.size = (uint32_t) size;
     c.a = runid;
     ctl_send(&c);
     ctl_expect(&c, CTL_READY);
@@ -813,7 +815,7 @@ static void stream_once(size_t size, double *bw, double *rate, double *loss,
         }
         int idx = get_tx_slot();
         if (size >= 8) {
-            uint32_t seq = (uint32_t)sent;
+            uint32_t seq = (uint32_t) sent;
             memcpy(tx_slot(idx) + F.prefix + 4, &seq, 4);
         }
         send_slot(idx, size);
@@ -829,14 +831,14 @@ static void stream_once(size_t size, double *bw, double *rate, double *loss,
     c.a = sent;
     ctl_send(&c);
     ctl_expect(&c, CTL_STREAM_RES);
-    long got = (long)c.a;
-    double bytes = (double)c.b;
+    long got = (long) c.a;
+    double bytes = (double) c.b;
     double win = c.t - t0;
-    *txrate = (double)sent / (t1 - t0);
-    *loss = sent ? 1.0 - (double)got / (double)sent : 0.0;
+    *txrate = (double) sent / (t1 - t0);
+    *loss = sent ? 1.0 - (double) got / (double) sent : 0.0;
     if (got > 0 && win > 0) {
         *bw = bytes / win / 1e6;
-        *rate = (double)got / win;
+        *rate = (double) got / win;
     } else {
         *bw = 0;
         *rate = 0;
@@ -858,13 +860,13 @@ static void test_stream(size_t size)
 
 static int cmp_size(const void *a, const void *b)
 {
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    size_t x = *(const size_t *) a, y = *(const size_t *) b;
     return (x > y) - (x < y);
 }
 
 static int uniq_sizes(size_t *v, int n)
 {
-    qsort(v, (size_t)n, sizeof(size_t), cmp_size);
+    qsort(v, (size_t) n, sizeof(size_t), cmp_size);
     int m = 0;
     for (int i = 0; i < n; i++)
         if (m == 0 || v[m - 1] != v[i])
@@ -874,13 +876,12 @@ static int uniq_sizes(size_t *v, int n)
 
 static void print_human(void)
 {
-    printf("#\n# %-7s %9s %14s %14s %14s %s\n", "test", "size", "median", "min",
-           "max", "unit");
+    printf("#\n# %-7s %9s %14s %14s %14s %s\n", "test", "size", "median", "min", "max", "unit");
     for (int i = 0; i < nresults; i++) {
         struct result *r = &results[i];
         int prec = strcmp(r->unit, "frac") == 0 ? 6 : 2;
-        printf("# %-7s %9zu %14.*f %14.*f %14.*f %s\n", r->test, r->size, prec,
-               r->med, prec, r->min, prec, r->max, r->unit);
+        printf("# %-7s %9zu %14.*f %14.*f %14.*f %s\n", r->test, r->size, prec, r->med, prec,
+               r->min, prec, r->max, r->unit);
     }
 }
 
@@ -908,13 +909,13 @@ static void client_main(void)
             lat_sizes[nlat++] = 0;
         for (long s = 1; s <= o.lat_max; s *= 2)
             if (s >= o.lat_min)
-                lat_sizes[nlat++] = (size_t)s;
+                lat_sizes[nlat++] = (size_t) s;
         for (i = 0; i < o.ndsizes; i++)
             lat_sizes[nlat++] = o.dsizes[i];
         nlat = uniq_sizes(lat_sizes, nlat);
     }
     if (o.do_stream) {
-        size_t dmin = (size_t)-1;
+        size_t dmin = (size_t) -1;
         for (i = 0; i < o.ndsizes; i++) {
             st_sizes[nst++] = o.dsizes[i];
             if (o.dsizes[i] < dmin)
@@ -932,13 +933,12 @@ static void client_main(void)
     if (fi_getname(&F.ep->fid, &sin, &len) == 0 && sin.sin_family == AF_INET)
         inet_ntop(AF_INET, &sin.sin_addr, abuf, sizeof(abuf));
     printf("# fi_dgram_bench provider=%s fabric=%s domain=%s addr=%s ep=FI_EP_DGRAM\n",
-           F.info->fabric_attr->prov_name, F.info->fabric_attr->name,
-           F.info->domain_attr->name, abuf);
+           F.info->fabric_attr->prov_name, F.info->fabric_attr->name, F.info->domain_attr->name,
+           abuf);
     printf("# advertised max_msg_size=%zu inject_size=%zu msg_prefix_size=%zu "
            "mode=0x%llx rx_size=%zu tx_size=%zu\n",
-           F.advertised, F.inject_size, F.prefix,
-           (unsigned long long)F.info->mode, F.info->rx_attr->size,
-           F.info->tx_attr->size);
+           F.advertised, F.inject_size, F.prefix, (unsigned long long) F.info->mode,
+           F.info->rx_attr->size, F.info->tx_attr->size);
     if (F.max_payload > F.advertised)
         printf("# largest datagram %zu > advertised max_msg_size %zu: fi_getinfo "
                "%s; sending oversize datagrams anyway\n",
@@ -985,7 +985,7 @@ static int parse_list(const char *s, size_t *v, int max, const char *what)
             die("bad %s value '%s'", what, tok);
         if (n == max)
             die("too many %s values", what);
-        v[n++] = (size_t)x;
+        v[n++] = (size_t) x;
     }
     free(dup);
     return n;
@@ -994,38 +994,37 @@ static int parse_list(const char *s, size_t *v, int max, const char *what)
 static void usage(int code)
 {
     fprintf(code ? stderr : stdout,
-"usage: fi_dgram_bench [options]\n"
-"  -p prov    libfabric provider (default udp)\n"
-"  -a addr    interface address both processes bind to (default 127.0.0.1)\n"
-"  -d list    datagram size(s) for streaming, comma separated (default 1472);\n"
-"             each is also measured by ping-pong.  Sizes above the provider's\n"
-"             advertised max_msg_size are requested via the max_msg_size hint\n"
-"             and, if refused, sent anyway (use -x to forbid that)\n"
-"  -b list    additional smaller streaming sizes (default 8,64,256,1024)\n"
-"  -t tests   lat,stream (default both)\n"
-"  -s min     smallest ping-pong size (default 0)\n"
-"  -S max     largest power-of-two ping-pong size (default 1024)\n"
-"  -r reps    repetitions, median reported (default 5)\n"
-"  -n iters   ping-pong round trips per repetition (default: automatic)\n"
-"  -T ms      streaming time per repetition (default 100)\n"
-"  -R depth   posted receives (default 512, capped by rx_attr->size)\n"
-"  -W depth   tx slots / outstanding sends (default 256)\n"
-"  -I         never use fi_inject (always fi_send + tx completion)\n"
-"  -B bytes   kernel socket buffer size to request (default 4194304, as the\n"
-"             usnic BTL's btl_usnic_udp_sockbuf; 0 = system default)\n"
-"  -x         strict: refuse datagrams above advertised max_msg_size\n"
-"  -h         also print a human-readable table ('#' lines)\n"
-"  -v         verbose\n"
-"Output lines: test size median min max unit   (tests: lat us, bw MB/s,\n"
-"rate msgs/s, loss frac, txrate msgs/s).\n");
+            "usage: fi_dgram_bench [options]\n"
+            "  -p prov    libfabric provider (default udp)\n"
+            "  -a addr    interface address both processes bind to (default 127.0.0.1)\n"
+            "  -d list    datagram size(s) for streaming, comma separated (default 1472);\n"
+            "             each is also measured by ping-pong.  Sizes above the provider's\n"
+            "             advertised max_msg_size are requested via the max_msg_size hint\n"
+            "             and, if refused, sent anyway (use -x to forbid that)\n"
+            "  -b list    additional smaller streaming sizes (default 8,64,256,1024)\n"
+            "  -t tests   lat,stream (default both)\n"
+            "  -s min     smallest ping-pong size (default 0)\n"
+            "  -S max     largest power-of-two ping-pong size (default 1024)\n"
+            "  -r reps    repetitions, median reported (default 5)\n"
+            "  -n iters   ping-pong round trips per repetition (default: automatic)\n"
+            "  -T ms      streaming time per repetition (default 100)\n"
+            "  -R depth   posted receives (default 512, capped by rx_attr->size)\n"
+            "  -W depth   tx slots / outstanding sends (default 256)\n"
+            "  -I         never use fi_inject (always fi_send + tx completion)\n"
+            "  -B bytes   kernel socket buffer size to request (default 4194304, as the\n"
+            "             usnic BTL's btl_usnic_udp_sockbuf; 0 = system default)\n"
+            "  -x         strict: refuse datagrams above advertised max_msg_size\n"
+            "  -h         also print a human-readable table ('#' lines)\n"
+            "  -v         verbose\n"
+            "Output lines: test size median min max unit   (tests: lat us, bw MB/s,\n"
+            "rate msgs/s, loss frac, txrate msgs/s).\n");
     exit(code);
 }
 
 int main(int argc, char **argv)
 {
     int ch;
-    static const struct option lopts[] = {{"help", no_argument, NULL, 1000},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option lopts[] = {{"help", no_argument, NULL, 1000}, {NULL, 0, NULL, 0}};
 
     o.prov = "udp";
     o.addr = "127.0.0.1";
@@ -1041,33 +1040,67 @@ int main(int argc, char **argv)
     o.ndsizes = 1;
     o.nbsizes = parse_list("8,64,256,1024", o.bsizes, MAX_SIZES, "-b");
 
-    while ((ch = getopt_long(argc, argv, "p:a:d:b:t:s:S:r:n:T:R:W:B:Ixhv", lopts,
-                             NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "p:a:d:b:t:s:S:r:n:T:R:W:B:Ixhv", lopts, NULL)) != -1) {
         switch (ch) {
-        case 'p': o.prov = optarg; break;
-        case 'a': o.addr = optarg; break;
-        case 'd': o.ndsizes = parse_list(optarg, o.dsizes, MAX_SIZES, "-d"); break;
-        case 'b': o.nbsizes = parse_list(optarg, o.bsizes, MAX_SIZES, "-b"); break;
+        case 'p':
+            o.prov = optarg;
+            break;
+        case 'a':
+            o.addr = optarg;
+            break;
+        case 'd':
+            o.ndsizes = parse_list(optarg, o.dsizes, MAX_SIZES, "-d");
+            break;
+        case 'b':
+            o.nbsizes = parse_list(optarg, o.bsizes, MAX_SIZES, "-b");
+            break;
         case 't':
             o.do_lat = strstr(optarg, "lat") != NULL;
             o.do_stream = strstr(optarg, "stream") != NULL || strstr(optarg, "bw") != NULL;
             if (!o.do_lat && !o.do_stream)
                 die("-t: expected lat and/or stream");
             break;
-        case 's': o.lat_min = atol(optarg); break;
-        case 'S': o.lat_max = atol(optarg); break;
-        case 'r': o.reps = atoi(optarg); break;
-        case 'n': o.lat_iters = atol(optarg); break;
-        case 'T': o.stream_ms = atof(optarg); break;
-        case 'R': o.rx_depth = atoi(optarg); break;
-        case 'W': o.tx_depth = atoi(optarg); break;
-        case 'B': o.sockbuf = atoi(optarg); break;
-        case 'I': o.no_inject = 1; break;
-        case 'x': o.strict = 1; break;
-        case 'h': o.human = 1; break;
-        case 'v': o.verbose = 1; break;
-        case 1000: usage(0); break;
-        default: usage(2);
+        case 's':
+            o.lat_min = atol(optarg);
+            break;
+        case 'S':
+            o.lat_max = atol(optarg);
+            break;
+        case 'r':
+            o.reps = atoi(optarg);
+            break;
+        case 'n':
+            o.lat_iters = atol(optarg);
+            break;
+        case 'T':
+            o.stream_ms = atof(optarg);
+            break;
+        case 'R':
+            o.rx_depth = atoi(optarg);
+            break;
+        case 'W':
+            o.tx_depth = atoi(optarg);
+            break;
+        case 'B':
+            o.sockbuf = atoi(optarg);
+            break;
+        case 'I':
+            o.no_inject = 1;
+            break;
+        case 'x':
+            o.strict = 1;
+            break;
+        case 'h':
+            o.human = 1;
+            break;
+        case 'v':
+            o.verbose = 1;
+            break;
+        case 1000:
+            usage(0);
+            break;
+        default:
+            usage(2);
         }
     }
     if (optind < argc)

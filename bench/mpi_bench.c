@@ -38,11 +38,22 @@
 #define MAX_REPS 1001
 #define MAX_SIZE_LOG 30
 
-enum { T_LAT, T_BW, T_BIBW, T_RATE, T_COUNT };
+enum {
+    T_LAT,
+    T_BW,
+    T_BIBW,
+    T_RATE,
+    T_COUNT
+};
 static const char *test_names[T_COUNT] = {"lat", "bw", "bibw", "rate"};
 static const char *test_units[T_COUNT] = {"us", "MB/s", "MB/s", "msgs/s"};
 
-enum { TAG_LAT = 11, TAG_DATA = 12, TAG_ACK = 13, TAG_BIDIR = 14 };
+enum {
+    TAG_LAT = 11,
+    TAG_DATA = 12,
+    TAG_ACK = 13,
+    TAG_BIDIR = 14
+};
 
 struct opts {
     long min_size, max_size;
@@ -50,8 +61,8 @@ struct opts {
     int tests[T_COUNT];
     int reps;
     int window;
-    long iters;      /* 0: automatic */
-    long warmup;     /* -1: automatic */
+    long iters;  /* 0: automatic */
+    long warmup; /* -1: automatic */
     double target_ms;
     double budget_ms;
     int human;
@@ -77,23 +88,23 @@ static void usage(int code)
 {
     if (rank == 0)
         fprintf(code ? stderr : stdout,
-"usage: mpi_bench [options]        (run with exactly 2 ranks)\n"
-"  -t tests   comma list of lat,bw,bibw,rate (default: all)\n"
-"  -s bytes   smallest message size (default 0)\n"
-"  -S bytes   largest message size (default 4194304; k/m suffixes ok)\n"
-"  -M bytes   largest size for the rate test (default 8192)\n"
-"  -r reps    timed repetitions per size, median reported (default 5)\n"
-"  -w n       window of non-blocking operations (default 64)\n"
-"  -i n       iterations per repetition for small sizes (default: per test)\n"
-"  -x n       warm-up iterations (default: iterations/10, at least 1)\n"
-"  -T ms      target time per repetition for the automatic iteration count;\n"
-"             0 disables the time-based reduction (default 20)\n"
-"  -B ms      time budget per test and size: if the repetitions would take\n"
-"             longer, use fewer (but at least 3); 0 disables (default 1000)\n"
-"  -v         verify received data (slower; timings include the checks)\n"
-"  -h         also print a human-readable table ('#' lines)\n"
-"  --help     this text\n"
-"Output: test size median min max unit  (us, MB/s with 1 MB = 1e6 B, msgs/s)\n");
+                "usage: mpi_bench [options]        (run with exactly 2 ranks)\n"
+                "  -t tests   comma list of lat,bw,bibw,rate (default: all)\n"
+                "  -s bytes   smallest message size (default 0)\n"
+                "  -S bytes   largest message size (default 4194304; k/m suffixes ok)\n"
+                "  -M bytes   largest size for the rate test (default 8192)\n"
+                "  -r reps    timed repetitions per size, median reported (default 5)\n"
+                "  -w n       window of non-blocking operations (default 64)\n"
+                "  -i n       iterations per repetition for small sizes (default: per test)\n"
+                "  -x n       warm-up iterations (default: iterations/10, at least 1)\n"
+                "  -T ms      target time per repetition for the automatic iteration count;\n"
+                "             0 disables the time-based reduction (default 20)\n"
+                "  -B ms      time budget per test and size: if the repetitions would take\n"
+                "             longer, use fewer (but at least 3); 0 disables (default 1000)\n"
+                "  -v         verify received data (slower; timings include the checks)\n"
+                "  -h         also print a human-readable table ('#' lines)\n"
+                "  --help     this text\n"
+                "Output: test size median min max unit  (us, MB/s with 1 MB = 1e6 B, msgs/s)\n");
     MPI_Finalize();
     exit(code);
 }
@@ -140,25 +151,24 @@ static void parse_tests(const char *arg)
 
 static inline unsigned char pat(long i, long size, int salt)
 {
-    return (unsigned char)(i * 131 + size * 7 + salt * 29 + 1);
+    return (unsigned char) (i * 131 + size * 7 + salt * 29 + 1);
 }
 
 static void fill(char *p, long size, int salt)
 {
     for (long i = 0; i < size; i++)
-        p[i] = (char)pat(i, size, salt);
+        p[i] = (char) pat(i, size, salt);
 }
 
 static void check(const char *p, long size, int salt, const char *what)
 {
     for (long i = 0; i < size; i++) {
-        if ((unsigned char)p[i] != pat(i, size, salt)) {
+        if ((unsigned char) p[i] != pat(i, size, salt)) {
             if (verify_errors < 10)
                 fprintf(stderr,
                         "mpi_bench: rank %d: %s size %ld: data mismatch at "
                         "byte %ld (got 0x%02x, want 0x%02x, salt %d)\n",
-                        rank, what, size, i, (unsigned char)p[i],
-                        pat(i, size, salt), salt);
+                        rank, what, size, i, (unsigned char) p[i], pat(i, size, salt), salt);
             verify_errors++;
             return;
         }
@@ -179,19 +189,17 @@ static double run_lat(long size, long iters)
     double t0 = MPI_Wtime();
     for (long i = 0; i < iters; i++) {
         if (o.verify)
-            memset(rbuf, 0, (size_t)size);
+            memset(rbuf, 0, (size_t) size);
         if (rank == 0) {
-            MPI_Send(sbuf, (int)size, MPI_BYTE, peer, TAG_LAT, MPI_COMM_WORLD);
-            MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, TAG_LAT, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
+            MPI_Send(sbuf, (int) size, MPI_BYTE, peer, TAG_LAT, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, (int) size, MPI_BYTE, peer, TAG_LAT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             if (o.verify)
                 check(rbuf, size, salt1, "lat");
         } else {
-            MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, TAG_LAT, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
+            MPI_Recv(rbuf, (int) size, MPI_BYTE, peer, TAG_LAT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             if (o.verify)
                 check(rbuf, size, salt0, "lat");
-            MPI_Send(sbuf, (int)size, MPI_BYTE, peer, TAG_LAT, MPI_COMM_WORLD);
+            MPI_Send(sbuf, (int) size, MPI_BYTE, peer, TAG_LAT, MPI_COMM_WORLD);
         }
     }
     return MPI_Wtime() - t0;
@@ -203,29 +211,27 @@ static double run_window(long size, long iters)
     int w, W = o.window;
     if (o.verify && rank == 0)
         for (w = 0; w < W; w++)
-            fill(sbuf + (size_t)w * (size_t)size, size, w);
+            fill(sbuf + (size_t) w * (size_t) size, size, w);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (long i = 0; i < iters; i++) {
         if (rank == 0) {
             for (w = 0; w < W; w++) {
-                char *p = o.verify ? sbuf + (size_t)w * (size_t)size : sbuf;
-                MPI_Isend(p, (int)size, MPI_BYTE, peer, TAG_DATA, MPI_COMM_WORLD,
-                          &reqs[w]);
+                char *p = o.verify ? sbuf + (size_t) w * (size_t) size : sbuf;
+                MPI_Isend(p, (int) size, MPI_BYTE, peer, TAG_DATA, MPI_COMM_WORLD, &reqs[w]);
             }
             MPI_Waitall(W, reqs, MPI_STATUSES_IGNORE);
-            MPI_Recv(ackbuf, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
+            MPI_Recv(ackbuf, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else {
             if (o.verify)
-                memset(rbuf, 0, (size_t)W * (size_t)size);
+                memset(rbuf, 0, (size_t) W * (size_t) size);
             for (w = 0; w < W; w++)
-                MPI_Irecv(rbuf + (size_t)w * (size_t)size, (int)size, MPI_BYTE,
-                          peer, TAG_DATA, MPI_COMM_WORLD, &reqs[w]);
+                MPI_Irecv(rbuf + (size_t) w * (size_t) size, (int) size, MPI_BYTE, peer, TAG_DATA,
+                          MPI_COMM_WORLD, &reqs[w]);
             MPI_Waitall(W, reqs, MPI_STATUSES_IGNORE);
             if (o.verify)
                 for (w = 0; w < W; w++)
-                    check(rbuf + (size_t)w * (size_t)size, size, w, "bw");
+                    check(rbuf + (size_t) w * (size_t) size, size, w, "bw");
             MPI_Send(ackbuf, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD);
         }
     }
@@ -239,24 +245,23 @@ static double run_bibw(long size, long iters)
     int base_mine = rank == 0 ? 0 : 1000, base_peer = rank == 0 ? 1000 : 0;
     if (o.verify)
         for (w = 0; w < W; w++)
-            fill(sbuf + (size_t)w * (size_t)size, size, base_mine + w);
+            fill(sbuf + (size_t) w * (size_t) size, size, base_mine + w);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (long i = 0; i < iters; i++) {
         if (o.verify)
-            memset(rbuf, 0, (size_t)W * (size_t)size);
+            memset(rbuf, 0, (size_t) W * (size_t) size);
         for (w = 0; w < W; w++)
-            MPI_Irecv(rbuf + (size_t)w * (size_t)size, (int)size, MPI_BYTE, peer,
-                      TAG_BIDIR, MPI_COMM_WORLD, &reqs[W + w]);
+            MPI_Irecv(rbuf + (size_t) w * (size_t) size, (int) size, MPI_BYTE, peer, TAG_BIDIR,
+                      MPI_COMM_WORLD, &reqs[W + w]);
         for (w = 0; w < W; w++) {
-            char *p = o.verify ? sbuf + (size_t)w * (size_t)size : sbuf;
-            MPI_Isend(p, (int)size, MPI_BYTE, peer, TAG_BIDIR, MPI_COMM_WORLD,
-                      &reqs[w]);
+            char *p = o.verify ? sbuf + (size_t) w * (size_t) size : sbuf;
+            MPI_Isend(p, (int) size, MPI_BYTE, peer, TAG_BIDIR, MPI_COMM_WORLD, &reqs[w]);
         }
         MPI_Waitall(2 * W, reqs, MPI_STATUSES_IGNORE);
         if (o.verify)
             for (w = 0; w < W; w++)
-                check(rbuf + (size_t)w * (size_t)size, size, base_peer + w, "bibw");
+                check(rbuf + (size_t) w * (size_t) size, size, base_peer + w, "bibw");
     }
     return MPI_Wtime() - t0;
 }
@@ -264,22 +269,29 @@ static double run_bibw(long size, long iters)
 static double run_test(int t, long size, long iters)
 {
     switch (t) {
-    case T_LAT: return run_lat(size, iters);
+    case T_LAT:
+        return run_lat(size, iters);
     case T_BW:
-    case T_RATE: return run_window(size, iters);
-    default: return run_bibw(size, iters);
+    case T_RATE:
+        return run_window(size, iters);
+    default:
+        return run_bibw(size, iters);
     }
 }
 
 /* per-repetition value from the elapsed time */
 static double metric(int t, long size, long iters, double sec)
 {
-    double W = (double)o.window;
+    double W = (double) o.window;
     switch (t) {
-    case T_LAT: return sec / (double)iters / 2.0 * 1e6;
-    case T_BW: return (double)size * W * (double)iters / sec / 1e6;
-    case T_BIBW: return 2.0 * (double)size * W * (double)iters / sec / 1e6;
-    default: return W * (double)iters / sec;
+    case T_LAT:
+        return sec / (double) iters / 2.0 * 1e6;
+    case T_BW:
+        return (double) size * W * (double) iters / sec / 1e6;
+    case T_BIBW:
+        return 2.0 * (double) size * W * (double) iters / sec / 1e6;
+    default:
+        return W * (double) iters / sec;
     }
 }
 
@@ -288,9 +300,18 @@ static long base_iters(int t, long size)
 {
     long base, minit;
     switch (t) {
-    case T_LAT: base = 1000; minit = 10; break;
-    case T_RATE: base = 200; minit = 2; break;
-    default: base = 40; minit = 2; break;
+    case T_LAT:
+        base = 1000;
+        minit = 10;
+        break;
+    case T_RATE:
+        base = 200;
+        minit = 2;
+        break;
+    default:
+        base = 40;
+        minit = 2;
+        break;
     }
     if (o.iters)
         base = o.iters;
@@ -303,7 +324,7 @@ static long base_iters(int t, long size)
 
 static int cmp_double(const void *a, const void *b)
 {
-    double x = *(const double *)a, y = *(const double *)b;
+    double x = *(const double *) a, y = *(const double *) b;
     return (x > y) - (x < y);
 }
 
@@ -316,21 +337,21 @@ static void measure(int t, long size)
     long plan[2] = {iters, o.reps};
     if (warm > 0) {
         double tw = run_test(t, size, warm);
-        double per = tw / (double)warm;
+        double per = tw / (double) warm;
         if (per < 1e-9)
             per = 1e-9;
         if (o.target_ms > 0 && !o.iters) {
             /* shrink iterations if a repetition would exceed the target */
             long minit = t == T_LAT ? 10 : 1;
             double want = o.target_ms * 1e-3 / per;
-            if (want < (double)iters)
-                plan[0] = want < (double)minit ? minit : (long)want;
+            if (want < (double) iters)
+                plan[0] = want < (double) minit ? minit : (long) want;
         }
         /* very slow sizes (one repetition far above target): fewer
          * repetitions, but never fewer than 3, so a median still exists */
-        double rep_s = per * (double)plan[0];
-        if (o.budget_ms > 0 && rep_s * (double)o.reps > o.budget_ms * 1e-3) {
-            long r = (long)(o.budget_ms * 1e-3 / rep_s);
+        double rep_s = per * (double) plan[0];
+        if (o.budget_ms > 0 && rep_s * (double) o.reps > o.budget_ms * 1e-3) {
+            long r = (long) (o.budget_ms * 1e-3 / rep_s);
             if (r < 3)
                 r = 3;
             if (r < plan[1])
@@ -339,7 +360,7 @@ static void measure(int t, long size)
     }
     MPI_Bcast(plan, 2, MPI_LONG, 0, MPI_COMM_WORLD);
     iters = plan[0];
-    int n = (int)plan[1];
+    int n = (int) plan[1];
 
     for (int r = 0; r < n; r++) {
         double sec = run_test(t, size, iters);
@@ -348,12 +369,11 @@ static void measure(int t, long size)
     if (rank != 0)
         return;
     if (n < o.reps)
-        printf("# %s %ld: %d repetitions of %ld iteration(s) (time budget)\n",
-               test_names[t], size, n, iters);
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
+        printf("# %s %ld: %d repetitions of %ld iteration(s) (time budget)\n", test_names[t], size,
+               n, iters);
+    qsort(v, (size_t) n, sizeof(double), cmp_double);
     double med = (n & 1) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    printf("%s %ld %.3f %.3f %.3f %s\n", test_names[t], size, med, v[0], v[n - 1],
-           test_units[t]);
+    printf("%s %ld %.3f %.3f %.3f %s\n", test_names[t], size, med, v[0], v[n - 1], test_units[t]);
     fflush(stdout);
     struct result *res = &results[nresults++];
     res->test = t;
@@ -367,7 +387,8 @@ static void print_human(long *sizes, int nsizes)
 {
     int t, i, k;
     printf("#\n# medians over %d repetitions (fewer where noted); "
-           "(+-x%%) = half of (max-min)/median\n", o.reps);
+           "(+-x%%) = half of (max-min)/median\n",
+           o.reps);
     printf("# %10s", "size");
     for (t = 0; t < T_COUNT; t++)
         if (o.tests[t]) {
@@ -401,8 +422,7 @@ static void print_human(long *sizes, int nsizes)
 int main(int argc, char **argv)
 {
     int nprocs, ch, t;
-    static const struct option lopts[] = {{"help", no_argument, NULL, 1000},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option lopts[] = {{"help", no_argument, NULL, 1000}, {NULL, 0, NULL, 0}};
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -422,20 +442,47 @@ int main(int argc, char **argv)
     opterr = rank == 0;
     while ((ch = getopt_long(argc, argv, "t:s:S:M:r:w:i:x:T:B:vh", lopts, NULL)) != -1) {
         switch (ch) {
-        case 't': parse_tests(optarg); break;
-        case 's': o.min_size = parse_size(optarg); break;
-        case 'S': o.max_size = parse_size(optarg); break;
-        case 'M': o.rate_max = parse_size(optarg); break;
-        case 'r': o.reps = atoi(optarg); break;
-        case 'w': o.window = atoi(optarg); break;
-        case 'i': o.iters = atol(optarg); break;
-        case 'x': o.warmup = atol(optarg); break;
-        case 'T': o.target_ms = atof(optarg); break;
-        case 'B': o.budget_ms = atof(optarg); break;
-        case 'v': o.verify = 1; break;
-        case 'h': o.human = 1; break;
-        case 1000: usage(0); break;
-        default: usage(2);
+        case 't':
+            parse_tests(optarg);
+            break;
+        case 's':
+            o.min_size = parse_size(optarg);
+            break;
+        case 'S':
+            o.max_size = parse_size(optarg);
+            break;
+        case 'M':
+            o.rate_max = parse_size(optarg);
+            break;
+        case 'r':
+            o.reps = atoi(optarg);
+            break;
+        case 'w':
+            o.window = atoi(optarg);
+            break;
+        case 'i':
+            o.iters = atol(optarg);
+            break;
+        case 'x':
+            o.warmup = atol(optarg);
+            break;
+        case 'T':
+            o.target_ms = atof(optarg);
+            break;
+        case 'B':
+            o.budget_ms = atof(optarg);
+            break;
+        case 'v':
+            o.verify = 1;
+            break;
+        case 'h':
+            o.human = 1;
+            break;
+        case 1000:
+            usage(0);
+            break;
+        default:
+            usage(2);
         }
     }
     if (optind < argc)
@@ -446,8 +493,8 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    if (o.reps < 1 || o.reps > MAX_REPS || o.window < 1 || o.window > 100000 ||
-        o.iters < 0 || o.min_size > o.max_size) {
+    if (o.reps < 1 || o.reps > MAX_REPS || o.window < 1 || o.window > 100000 || o.iters < 0 ||
+        o.min_size > o.max_size) {
         if (rank == 0)
             fprintf(stderr, "mpi_bench: bad -r/-w/-i/-s/-S value\n");
         MPI_Finalize();
@@ -464,8 +511,8 @@ int main(int argc, char **argv)
         if (s >= o.min_size)
             sizes[nsizes++] = s;
 
-    size_t slots = (size_t)o.window;
-    size_t maxs = (size_t)(o.max_size > 0 ? o.max_size : 1);
+    size_t slots = (size_t) o.window;
+    size_t maxs = (size_t) (o.max_size > 0 ? o.max_size : 1);
     sbuf = malloc(maxs * (o.verify ? slots : 1));
     rbuf = malloc(maxs * slots);
     reqs = malloc(sizeof(MPI_Request) * 2 * slots);
@@ -484,8 +531,8 @@ int main(int argc, char **argv)
         if (nl)
             *nl = 0;
         printf("# mpi_bench np=2 reps=%d window=%d target=%.0fms budget=%.0fms "
-               "verify=%d sizes=%ld..%ld (%s)\n", o.reps, o.window, o.target_ms,
-               o.budget_ms, o.verify, o.min_size, o.max_size, lib);
+               "verify=%d sizes=%ld..%ld (%s)\n",
+               o.reps, o.window, o.target_ms, o.budget_ms, o.verify, o.min_size, o.max_size, lib);
         if (o.verify)
             printf("# verify mode: timings include data checks\n");
         printf("# test size median min max unit\n");

@@ -9,7 +9,7 @@ packages=(
     libopenmpi-dev openmpi-bin
     libfabric-dev libfabric-bin
     autoconf automake libtool pkg-config make gcc
-    valgrind gnuplot-nox
+    valgrind gnuplot-nox clang-format
     libnetfilter-queue-dev nftables iproute2
 )
 

@@ -52,6 +52,21 @@ build_component() (
 )
 
 "$top/scripts/install-deps.sh" || { echo "0 passed, 1 failed"; exit 1; }
+# every C source obeys the repository's .clang-format
+format_check() {
+    local bad=
+    cd "$top" || return 1
+    for f in btl_usnic*.[ch] test/unit/*.[ch] test/mpi/*.[ch] bench/*.c; do
+        clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || bad="$bad $f"
+    done
+    if [ -n "$bad" ]; then
+        echo "FAIL: clang-format (differs:$bad)"
+        return 1
+    fi
+    echo "PASS: clang-format: all C sources formatted"
+}
+run_step format format_check
+
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
     run_step build build_component
 fi

@@ -27,9 +27,8 @@ typedef struct {
     uint32_t pad;
 } hdr_t;
 
-static const size_t size_table[] = {
-    24, 100, 1500, 8192, 65536 + 17, 100000, 300000, 40, 4000, 70000, 1024
-};
+static const size_t size_table[] = {24,     100, 1500, 8192,  65536 + 17, 100000,
+                                    300000, 40,  4000, 70000, 1024};
 #define NSIZES (sizeof(size_table) / sizeof(size_table[0]))
 #define MAXMSG (300000 + 64)
 
@@ -39,7 +38,7 @@ static uint64_t sent_bytes;
 static size_t msg_len(int src, int dst, int r)
 {
     size_t base = size_table[(r + src * 3 + dst) % NSIZES];
-    return base + (size_t)((src * 7 + dst + r) % 13);
+    return base + (size_t) ((src * 7 + dst + r) % 13);
 }
 
 static int msg_tag(int src, int dst, int r)
@@ -54,63 +53,60 @@ static uint32_t msg_seed(int src, int dst, int r)
 
 static void make_msg(uint8_t *buf, int dst, int r)
 {
-    hdr_t h = { rank, dst, r, msg_tag(rank, dst, r),
-                (uint32_t)msg_len(rank, dst, r), 0 };
+    hdr_t h = {rank, dst, r, msg_tag(rank, dst, r), (uint32_t) msg_len(rank, dst, r), 0};
     memcpy(buf, &h, sizeof(h));
-    mt_fill_at(buf + sizeof(h), h.len - sizeof(h), msg_seed(rank, dst, r),
-               sizeof(h));
+    mt_fill_at(buf + sizeof(h), h.len - sizeof(h), msg_seed(rank, dst, r), sizeof(h));
 }
 
 /*
  * Check one received message against its status; record it in seen[] and
  * enforce per-sender ordering via last[].  base: first round of the phase.
  */
-static void check_msg(const uint8_t *buf, const MPI_Status *st, int base,
-                      char *seen, int *last, const char *phase)
+static void check_msg(const uint8_t *buf, const MPI_Status *st, int base, char *seen, int *last,
+                      const char *phase)
 {
     int count = -1;
     hdr_t h;
     MT_CHECK(MPI_Get_count(st, MPI_BYTE, &count));
-    if (count < (int)sizeof(h)) {
-        mt_die("%s: message from status source %d tag %d has only %d bytes",
-               phase, st->MPI_SOURCE, st->MPI_TAG, count);
+    if (count < (int) sizeof(h)) {
+        mt_die("%s: message from status source %d tag %d has only %d bytes", phase, st->MPI_SOURCE,
+               st->MPI_TAG, count);
     }
     memcpy(&h, buf, sizeof(h));
-    if (h.src != st->MPI_SOURCE || h.tag != st->MPI_TAG ||
-        h.len != (uint32_t)count || h.dst != rank) {
+    if (h.src != st->MPI_SOURCE || h.tag != st->MPI_TAG || h.len != (uint32_t) count ||
+        h.dst != rank) {
         mt_die("%s: status (source %d, tag %d, count %d) does not match "
                "message header (src %d, dst %d, round %d, tag %d, len %u)",
-               phase, st->MPI_SOURCE, st->MPI_TAG, count, h.src, h.dst,
-               h.round, h.tag, h.len);
+               phase, st->MPI_SOURCE, st->MPI_TAG, count, h.src, h.dst, h.round, h.tag, h.len);
     }
     if (h.src < 0 || h.src >= nprocs || h.src == rank || h.round < base ||
         h.round >= base + rounds) {
-        mt_die("%s: unexpected message src %d round %d", phase, h.src,
-               h.round);
+        mt_die("%s: unexpected message src %d round %d", phase, h.src, h.round);
     }
-    if (h.tag != msg_tag(h.src, rank, h.round) ||
-        h.len != msg_len(h.src, rank, h.round)) {
+    if (h.tag != msg_tag(h.src, rank, h.round) || h.len != msg_len(h.src, rank, h.round)) {
         mt_die("%s: message src %d round %d has tag %d len %u, expected tag "
-               "%d len %zu", phase, h.src, h.round, h.tag, h.len,
-               msg_tag(h.src, rank, h.round), msg_len(h.src, rank, h.round));
+               "%d len %zu",
+               phase, h.src, h.round, h.tag, h.len, msg_tag(h.src, rank, h.round),
+               msg_len(h.src, rank, h.round));
     }
     char *s = &seen[h.src * rounds + (h.round - base)];
     if (*s) {
-        mt_die("%s: message src %d round %d received twice", phase, h.src,
-               h.round);
+        mt_die("%s: message src %d round %d received twice", phase, h.src, h.round);
     }
     *s = 1;
     if (h.round <= last[h.src]) {
         mt_die("%s: order violation: from rank %d round %d matched after "
-               "round %d", phase, h.src, h.round, last[h.src]);
+               "round %d",
+               phase, h.src, h.round, last[h.src]);
     }
     last[h.src] = h.round;
     char what[160];
-    snprintf(what, sizeof(what), "%s: message from rank %d round %d tag %d "
-             "(offsets count from the end of the %zu-byte header)", phase,
-             h.src, h.round, h.tag, sizeof(h));
-    mt_verify_at(buf + sizeof(h), h.len - sizeof(h),
-                 msg_seed(h.src, rank, h.round), sizeof(h), what);
+    snprintf(what, sizeof(what),
+             "%s: message from rank %d round %d tag %d "
+             "(offsets count from the end of the %zu-byte header)",
+             phase, h.src, h.round, h.tag, sizeof(h));
+    mt_verify_at(buf + sizeof(h), h.len - sizeof(h), msg_seed(h.src, rank, h.round), sizeof(h),
+                 what);
 }
 
 static void check_all_seen(const char *seen, const char *phase)
@@ -118,8 +114,7 @@ static void check_all_seen(const char *seen, const char *phase)
     for (int s = 0; s < nprocs; s++) {
         for (int r = 0; r < rounds && s != rank; r++) {
             if (!seen[s * rounds + r]) {
-                mt_die("%s: message from rank %d round %d never received",
-                       phase, s, r);
+                mt_die("%s: message from rank %d round %d never received", phase, s, r);
             }
         }
     }
@@ -135,9 +130,8 @@ static void post_sends(int base, uint8_t **sbuf, MPI_Request *sreq)
             size_t len = msg_len(rank, dst, r);
             sbuf[n] = mt_malloc(len);
             make_msg(sbuf[n], dst, r);
-            MT_CHECK(MPI_Isend(sbuf[n], (int)len, MPI_BYTE, dst,
-                               msg_tag(rank, dst, r), MPI_COMM_WORLD,
-                               &sreq[n]));
+            MT_CHECK(MPI_Isend(sbuf[n], (int) len, MPI_BYTE, dst, msg_tag(rank, dst, r),
+                               MPI_COMM_WORLD, &sreq[n]));
             sent_bytes += len;
             n++;
         }
@@ -182,8 +176,8 @@ int main(int argc, char **argv)
     /* ---- phase 1: pre-posted wildcard receives ---- */
     for (int i = 0; i < nmsg; i++) {
         rbuf[i] = mt_malloc(MAXMSG);
-        MT_CHECK(MPI_Irecv(rbuf[i], MAXMSG, MPI_BYTE, MPI_ANY_SOURCE,
-                           MPI_ANY_TAG, MPI_COMM_WORLD, &rreq[i]));
+        MT_CHECK(MPI_Irecv(rbuf[i], MAXMSG, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD,
+                           &rreq[i]));
     }
     MT_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     post_sends(0, sbuf, sreq);
@@ -213,22 +207,19 @@ int main(int argc, char **argv)
         MPI_Status pst, st;
         int count = -1, flag = 0;
         if (i % 2) {
-            MT_CHECK(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD,
-                               &pst));
+            MT_CHECK(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &pst));
         } else {
             while (!flag) {
-                MT_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG,
-                                    MPI_COMM_WORLD, &flag, &pst));
+                MT_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &pst));
             }
         }
         MT_CHECK(MPI_Get_count(&pst, MPI_BYTE, &count));
         uint8_t *buf = mt_malloc(count);
-        MT_CHECK(MPI_Recv(buf, count, MPI_BYTE, pst.MPI_SOURCE, pst.MPI_TAG,
-                          MPI_COMM_WORLD, &st));
+        MT_CHECK(MPI_Recv(buf, count, MPI_BYTE, pst.MPI_SOURCE, pst.MPI_TAG, MPI_COMM_WORLD, &st));
         if (st.MPI_SOURCE != pst.MPI_SOURCE || st.MPI_TAG != pst.MPI_TAG) {
             mt_die("phase 2: probed source %d tag %d but received source %d "
-                   "tag %d", pst.MPI_SOURCE, pst.MPI_TAG, st.MPI_SOURCE,
-                   st.MPI_TAG);
+                   "tag %d",
+                   pst.MPI_SOURCE, pst.MPI_TAG, st.MPI_SOURCE, st.MPI_TAG);
         }
         check_msg(buf, &st, rounds, seen, last, "phase 2 (Probe)");
         free(buf);
@@ -246,8 +237,7 @@ int main(int argc, char **argv)
     uint8_t *buf = mt_malloc(MAXMSG);
     for (int i = 0; i < nmsg; i++) {
         MPI_Status st;
-        MT_CHECK(MPI_Recv(buf, MAXMSG, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG,
-                          MPI_COMM_WORLD, &st));
+        MT_CHECK(MPI_Recv(buf, MAXMSG, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
         check_msg(buf, &st, 2 * rounds, seen, last, "phase 3 (Recv)");
     }
     free(buf);
@@ -255,8 +245,7 @@ int main(int argc, char **argv)
     finish_sends(nmsg, sbuf, sreq);
 
     if (rank == 0) {
-        printf("anysource: %d ranks, %d messages per ordered pair\n", nprocs,
-               3 * rounds);
+        printf("anysource: %d ranks, %d messages per ordered pair\n", nprocs, 3 * rounds);
     }
     mt_report_bytes(sent_bytes);
     free(sbuf);

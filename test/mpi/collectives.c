@@ -17,27 +17,26 @@ static uint64_t wire_bytes; /* lower bound of inter-rank payload */
 
 static void test_bcast_small(void)
 {
-    static const int counts[] = { 0, 1, 7, 100, 1000, 20000 };
+    static const int counts[] = {0, 1, 7, 100, 1000, 20000};
     for (int root = 0; root < nprocs; root++) {
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
             int n = counts[c];
             uint32_t seed = mt_seed(root, n, 1, 0xBC);
             int *buf = mt_malloc(sizeof(int) * (n + 1));
             for (int i = 0; i <= n; i++) {
-                buf[i] = (rank == root || i == n) ? (int)mt_hash(seed, i)
-                                                  : -1;
+                buf[i] = (rank == root || i == n) ? (int) mt_hash(seed, i) : -1;
             }
             MT_CHECK(MPI_Bcast(buf, n, MPI_INT, root, MPI_COMM_WORLD));
             for (int i = 0; i <= n; i++) {
-                if (buf[i] != (int)mt_hash(seed, i)) {
+                if (buf[i] != (int) mt_hash(seed, i)) {
                     mt_die("bcast of %d ints from root %d: element %d is %d, "
-                           "expected %d%s", n, root, i, buf[i],
-                           (int)mt_hash(seed, i),
+                           "expected %d%s",
+                           n, root, i, buf[i], (int) mt_hash(seed, i),
                            i == n ? " (element past the end)" : "");
                 }
             }
             if (rank == root) {
-                wire_bytes += (uint64_t)(nprocs - 1) * n * sizeof(int);
+                wire_bytes += (uint64_t) (nprocs - 1) * n * sizeof(int);
             }
             free(buf);
         }
@@ -48,19 +47,18 @@ static void test_bcast_large(size_t bytes)
 {
     uint8_t *buf = mt_malloc(bytes);
     for (int root = 0; root < nprocs; root++) {
-        uint32_t seed = mt_seed(root, (uint32_t)bytes, 2, 0xBC);
+        uint32_t seed = mt_seed(root, (uint32_t) bytes, 2, 0xBC);
         char what[64];
         if (rank == root) {
             mt_fill(buf, bytes, seed);
         } else {
             memset(buf, MT_POISON, bytes);
         }
-        MT_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD));
-        snprintf(what, sizeof(what), "bcast of %zu bytes from root %d", bytes,
-                 root);
+        MT_CHECK(MPI_Bcast(buf, (int) bytes, MPI_BYTE, root, MPI_COMM_WORLD));
+        snprintf(what, sizeof(what), "bcast of %zu bytes from root %d", bytes, root);
         mt_verify(buf, bytes, seed, what);
         if (rank == root) {
-            wire_bytes += (uint64_t)(nprocs - 1) * bytes;
+            wire_bytes += (uint64_t) (nprocs - 1) * bytes;
         }
     }
     free(buf);
@@ -70,23 +68,23 @@ static void test_bcast_large(size_t bytes)
 static void test_allreduce_int(int n, int in_place)
 {
     int *in = mt_malloc(sizeof(int) * n), *out = mt_malloc(sizeof(int) * n);
-    long s1 = (long)nprocs * (nprocs + 1) / 2; /* sum of r+1 */
-    long s0 = (long)nprocs * (nprocs - 1) / 2; /* sum of r */
+    long s1 = (long) nprocs * (nprocs + 1) / 2; /* sum of r+1 */
+    long s0 = (long) nprocs * (nprocs - 1) / 2; /* sum of r */
     for (int i = 0; i < n; i++) {
         in[i] = (rank + 1) * (i % 1000) - rank * (i % 7);
         out[i] = in_place ? in[i] : -12345;
     }
-    MT_CHECK(MPI_Allreduce(in_place ? MPI_IN_PLACE : in, out, n, MPI_INT,
-                           MPI_SUM, MPI_COMM_WORLD));
+    MT_CHECK(MPI_Allreduce(in_place ? MPI_IN_PLACE : in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     for (int i = 0; i < n; i++) {
         long want = s1 * (i % 1000) - s0 * (i % 7);
         if (out[i] != want) {
             mt_die("allreduce(sum) of %d ints%s: element %d is %d, expected "
-                   "%ld", n, in_place ? " in place" : "", i, out[i], want);
+                   "%ld",
+                   n, in_place ? " in place" : "", i, out[i], want);
         }
     }
     if (rank == 0) {
-        wire_bytes += (uint64_t)(nprocs - 1) * n * sizeof(int);
+        wire_bytes += (uint64_t) (nprocs - 1) * n * sizeof(int);
     }
     free(in);
     free(out);
@@ -97,7 +95,7 @@ static void test_allreduce_double(int n)
 {
     double *in = mt_malloc(sizeof(double) * n);
     double *out = mt_malloc(sizeof(double) * n);
-    double s1 = (double)nprocs * (nprocs + 1) / 2;
+    double s1 = (double) nprocs * (nprocs + 1) / 2;
     for (int i = 0; i < n; i++) {
         in[i] = (rank + 1) * (0.5 + (i % 1024) * 0.25);
         out[i] = -1.0;
@@ -107,11 +105,12 @@ static void test_allreduce_double(int n)
         double want = s1 * (0.5 + (i % 1024) * 0.25);
         if (out[i] != want) {
             mt_die("allreduce(sum) of %d doubles: element %d is %.17g, "
-                   "expected %.17g", n, i, out[i], want);
+                   "expected %.17g",
+                   n, i, out[i], want);
         }
     }
     if (rank == 0) {
-        wire_bytes += (uint64_t)(nprocs - 1) * n * sizeof(double);
+        wire_bytes += (uint64_t) (nprocs - 1) * n * sizeof(double);
     }
     free(in);
     free(out);
@@ -143,9 +142,9 @@ static void test_alltoallv(int it)
     }
     /* blocks laid out in reverse peer order, with gaps between them */
     for (int k = nprocs - 1; k >= 0; k--) {
-        sd[k] = (int)stot + SGAP;
+        sd[k] = (int) stot + SGAP;
         stot += SGAP + sc[k];
-        rd[k] = (int)rtot + RGAP;
+        rd[k] = (int) rtot + RGAP;
         rtot += RGAP + rc[k];
     }
     stot += SGAP;
@@ -156,15 +155,15 @@ static void test_alltoallv(int it)
     for (int p = 0; p < nprocs; p++) {
         mt_fill(sbuf + sd[p], sc[p], mt_seed(rank, p, it, 0xA2A));
     }
-    MT_CHECK(MPI_Alltoallv(sbuf, sc, sd, MPI_BYTE, rbuf, rc, rd, MPI_BYTE,
-                           MPI_COMM_WORLD));
+    MT_CHECK(MPI_Alltoallv(sbuf, sc, sd, MPI_BYTE, rbuf, rc, rd, MPI_BYTE, MPI_COMM_WORLD));
     size_t prev_end = 0;
     for (int k = nprocs - 1; k >= 0; k--) {
         char what[96];
-        snprintf(what, sizeof(what), "alltoallv %d: block of %d bytes from "
-                 "rank %d", it, rc[k], k);
-        mt_verify_poison(rbuf + prev_end, rd[k] - prev_end,
-                         "alltoallv gap before a receive block");
+        snprintf(what, sizeof(what),
+                 "alltoallv %d: block of %d bytes from "
+                 "rank %d",
+                 it, rc[k], k);
+        mt_verify_poison(rbuf + prev_end, rd[k] - prev_end, "alltoallv gap before a receive block");
         mt_verify(rbuf + rd[k], rc[k], mt_seed(k, rank, it, 0xA2A), what);
         prev_end = rd[k] + rc[k];
         if (k != rank) {
@@ -192,7 +191,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     while ((opt = getopt(argc, argv, "b:")) != -1) {
         if (opt == 'b' && atol(optarg) > 0) {
-            big = (size_t)atol(optarg);
+            big = (size_t) atol(optarg);
         } else {
             mt_die("usage: collectives [-b bcast_bytes]");
         }
@@ -203,7 +202,7 @@ int main(int argc, char **argv)
 
     test_bcast_small();
     test_bcast_large(big);
-    static const int counts[] = { 1, 10, 1000, 65536, 1 << 20 };
+    static const int counts[] = {1, 10, 1000, 65536, 1 << 20};
     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
         test_allreduce_int(counts[c], 0);
         test_allreduce_double(counts[c]);

@@ -35,46 +35,51 @@ typedef struct {
     char gap3[8];
 } rec_b;
 
-enum kind { K_INT, K_VECTOR, K_INDEXED, K_REC_A, K_REC_B, K_HVEC_A };
+enum kind {
+    K_INT,
+    K_VECTOR,
+    K_INDEXED,
+    K_REC_A,
+    K_REC_B,
+    K_HVEC_A
+};
 
 typedef struct {
     enum kind kind;
-    int nb, bl, st;          /* vector / hvector parameters */
-    int *blens, *displs;     /* indexed */
+    int nb, bl, st;      /* vector / hvector parameters */
+    int *blens, *displs; /* indexed */
     int nblocks;
-    int count;               /* count passed to MPI */
-    MPI_Datatype type;       /* one instance */
+    int count;         /* count passed to MPI */
+    MPI_Datatype type; /* one instance */
     MPI_Aint extent;
     size_t bufsize;
-    size_t nelems;           /* basic elements in count instances */
+    size_t nelems; /* basic elements in count instances */
 } layout;
 
 static MPI_Datatype rec_a_type, rec_b_type;
 
 static inline int ival(uint32_t seed, size_t k)
 {
-    return (int)mt_hash(seed, k);
+    return (int) mt_hash(seed, k);
 }
 
 static inline double dval(uint32_t seed, size_t k)
 {
     /* exactly representable */
-    return (double)(int32_t)mt_hash(seed, k) * 0.25;
+    return (double) (int32_t) mt_hash(seed, k) * 0.25;
 }
 
 static inline char cval(uint32_t seed, size_t k)
 {
-    return (char)mt_hash(seed, k);
+    return (char) mt_hash(seed, k);
 }
 
 static void make_struct_types(void)
 {
-    int bl[3] = { 1, 1, 3 };
-    MPI_Datatype ty[3] = { MPI_INT, MPI_DOUBLE, MPI_CHAR };
-    MPI_Aint da[3] = { offsetof(rec_a, i), offsetof(rec_a, d),
-                       offsetof(rec_a, c) };
-    MPI_Aint db[3] = { offsetof(rec_b, i), offsetof(rec_b, d),
-                       offsetof(rec_b, c) };
+    int bl[3] = {1, 1, 3};
+    MPI_Datatype ty[3] = {MPI_INT, MPI_DOUBLE, MPI_CHAR};
+    MPI_Aint da[3] = {offsetof(rec_a, i), offsetof(rec_a, d), offsetof(rec_a, c)};
+    MPI_Aint db[3] = {offsetof(rec_b, i), offsetof(rec_b, d), offsetof(rec_b, c)};
     MPI_Datatype tmp;
 
     MT_CHECK(MPI_Type_create_struct(3, bl, da, ty, &tmp));
@@ -90,14 +95,13 @@ static void make_struct_types(void)
 
 static layout lay_int(int n)
 {
-    layout L = { .kind = K_INT, .count = n, .type = MPI_INT };
+    layout L = {.kind = K_INT, .count = n, .type = MPI_INT};
     return L;
 }
 
 static layout lay_vector(int count, int nb, int bl, int st)
 {
-    layout L = { .kind = K_VECTOR, .nb = nb, .bl = bl, .st = st,
-                 .count = count };
+    layout L = {.kind = K_VECTOR, .nb = nb, .bl = bl, .st = st, .count = count};
     MT_CHECK(MPI_Type_vector(nb, bl, st, MPI_INT, &L.type));
     return L;
 }
@@ -108,7 +112,7 @@ static layout lay_vector(int count, int nb, int bl, int st)
  */
 static layout lay_indexed(int count, int total, int variant)
 {
-    layout L = { .kind = K_INDEXED, .count = count };
+    layout L = {.kind = K_INDEXED, .count = count};
     int cap = total > 0 ? total : 1, n = 0, pos = 0, left = total;
     L.blens = mt_malloc(sizeof(int) * cap);
     L.displs = mt_malloc(sizeof(int) * cap);
@@ -131,18 +135,15 @@ static layout lay_indexed(int count, int total, int variant)
 
 static layout lay_rec(enum kind k, int n)
 {
-    layout L = { .kind = k, .count = n,
-                 .type = (k == K_REC_A) ? rec_a_type : rec_b_type };
+    layout L = {.kind = k, .count = n, .type = (k == K_REC_A) ? rec_a_type : rec_b_type};
     return L;
 }
 
 /* count instances of: nb blocks of bl rec_a, block starts st records apart */
 static layout lay_hvec_a(int count, int nb, int bl, int st)
 {
-    layout L = { .kind = K_HVEC_A, .nb = nb, .bl = bl, .st = st,
-                 .count = count };
-    MT_CHECK(MPI_Type_create_hvector(nb, bl, (MPI_Aint)st * sizeof(rec_a),
-                                     rec_a_type, &L.type));
+    layout L = {.kind = K_HVEC_A, .nb = nb, .bl = bl, .st = st, .count = count};
+    MT_CHECK(MPI_Type_create_hvector(nb, bl, (MPI_Aint) st * sizeof(rec_a), rec_a_type, &L.type));
     return L;
 }
 
@@ -156,20 +157,19 @@ static void lay_commit(layout *L)
     MT_CHECK(MPI_Type_get_extent(L->type, &lb, &L->extent));
     MT_CHECK(MPI_Type_size(L->type, &tsize));
     if (lb < 0) {
-        mt_die("unexpected negative lower bound %ld", (long)lb);
+        mt_die("unexpected negative lower bound %ld", (long) lb);
     }
     /* indexed types may start with a gap: lb > 0 */
-    L->bufsize = (size_t)lb + (size_t)L->extent * (size_t)L->count;
+    L->bufsize = (size_t) lb + (size_t) L->extent * (size_t) L->count;
     /* every element type here has size >= 1; count chars individually */
     switch (L->kind) {
     case K_INT:
     case K_VECTOR:
     case K_INDEXED:
-        L->nelems = (size_t)tsize / sizeof(int) * L->count;
+        L->nelems = (size_t) tsize / sizeof(int) * L->count;
         break;
     default:
-        L->nelems = (size_t)tsize / (sizeof(int) + sizeof(double) + 3) * 5 *
-                    L->count;
+        L->nelems = (size_t) tsize / (sizeof(int) + sizeof(double) + 3) * 5 * L->count;
         break;
     }
 }
@@ -192,12 +192,12 @@ static void put_rec(uint8_t *p, enum kind k, uint32_t seed, size_t *e)
         c[j] = cval(seed, (*e)++);
     }
     if (k == K_REC_B) {
-        rec_b *r = (rec_b *)p;
+        rec_b *r = (rec_b *) p;
         r->i = iv;
         r->d = dv;
         memcpy(r->c, c, 3);
     } else {
-        rec_a *r = (rec_a *)p;
+        rec_a *r = (rec_a *) p;
         r->i = iv;
         r->d = dv;
         memcpy(r->c, c, 3);
@@ -212,8 +212,8 @@ static void lay_apply(const layout *L, uint8_t *buf, uint32_t seed)
 {
     size_t e = 0;
     for (int r = 0; r < L->count; r++) {
-        uint8_t *base = buf + (size_t)r * L->extent;
-        int *ib = (int *)base;
+        uint8_t *base = buf + (size_t) r * L->extent;
+        int *ib = (int *) base;
         switch (L->kind) {
         case K_INT:
             ib[0] = ival(seed, e++);
@@ -221,7 +221,7 @@ static void lay_apply(const layout *L, uint8_t *buf, uint32_t seed)
         case K_VECTOR:
             for (int b = 0; b < L->nb; b++) {
                 for (int j = 0; j < L->bl; j++) {
-                    ib[(size_t)b * L->st + j] = ival(seed, e++);
+                    ib[(size_t) b * L->st + j] = ival(seed, e++);
                 }
             }
             break;
@@ -239,7 +239,7 @@ static void lay_apply(const layout *L, uint8_t *buf, uint32_t seed)
         case K_HVEC_A:
             for (int b = 0; b < L->nb; b++) {
                 for (int j = 0; j < L->bl; j++) {
-                    size_t idx = (size_t)b * L->st + j;
+                    size_t idx = (size_t) b * L->st + j;
                     put_rec(base + idx * sizeof(rec_a), K_REC_A, seed, &e);
                 }
             }
@@ -248,8 +248,7 @@ static void lay_apply(const layout *L, uint8_t *buf, uint32_t seed)
     }
 }
 
-static void compare(const uint8_t *got, const uint8_t *want, size_t n,
-                    const char *what)
+static void compare(const uint8_t *got, const uint8_t *want, size_t n, const char *what)
 {
     if (memcmp(got, want, n) == 0) {
         return;
@@ -257,8 +256,8 @@ static void compare(const uint8_t *got, const uint8_t *want, size_t n,
     for (size_t i = 0; i < n; i++) {
         if (got[i] != want[i]) {
             mt_die("%s: first mismatch at byte offset %zu of %zu (got 0x%02x,"
-                   " expected 0x%02x%s)", what, i, n, got[i], want[i],
-                   want[i] == MT_POISON ? ", a gap byte" : "");
+                   " expected 0x%02x%s)",
+                   what, i, n, got[i], want[i], want[i] == MT_POISON ? ", a gap byte" : "");
         }
     }
 }
@@ -266,8 +265,7 @@ static void compare(const uint8_t *got, const uint8_t *want, size_t n,
 static uint64_t sent_bytes;
 
 /* Both ranks of a pair send `s` and receive into `r` simultaneously. */
-static void run_case(int caseno, const char *name, layout s, layout r,
-                     int peer)
+static void run_case(int caseno, const char *name, layout s, layout r, int peer)
 {
     int rank;
     char what[160];
@@ -279,8 +277,8 @@ static void run_case(int caseno, const char *name, layout s, layout r,
     lay_commit(&s);
     lay_commit(&r);
     if (s.nelems != r.nelems) {
-        mt_die("case %s: bad test, signatures differ (%zu vs %zu elements)",
-               name, s.nelems, r.nelems);
+        mt_die("case %s: bad test, signatures differ (%zu vs %zu elements)", name, s.nelems,
+               r.nelems);
     }
 
     uint8_t *sbuf = mt_malloc(s.bufsize), *simg = mt_malloc(s.bufsize);
@@ -295,28 +293,26 @@ static void run_case(int caseno, const char *name, layout s, layout r,
     memset(rimg, MT_POISON, r.bufsize);
     lay_apply(&r, rimg, peerseed);
 
-    MT_CHECK(MPI_Irecv(rbuf, r.count, r.type, peer, caseno, MPI_COMM_WORLD,
-                       &req[0]));
-    MT_CHECK(MPI_Isend(sbuf, s.count, s.type, peer, caseno, MPI_COMM_WORLD,
-                       &req[1]));
+    MT_CHECK(MPI_Irecv(rbuf, r.count, r.type, peer, caseno, MPI_COMM_WORLD, &req[0]));
+    MT_CHECK(MPI_Isend(sbuf, s.count, s.type, peer, caseno, MPI_COMM_WORLD, &req[1]));
     MT_CHECK(MPI_Waitall(2, req, st));
 
-    snprintf(what, sizeof(what), "case '%s' (%zu elements) received from "
-             "rank %d", name, r.nelems, peer);
+    snprintf(what, sizeof(what),
+             "case '%s' (%zu elements) received from "
+             "rank %d",
+             name, r.nelems, peer);
     MT_CHECK(MPI_Get_elements(&st[0], r.type, &elems));
-    if (elems < 0 || (size_t)elems != r.nelems) {
-        mt_die("%s: MPI_Get_elements says %d, expected %zu", what, elems,
-               r.nelems);
+    if (elems < 0 || (size_t) elems != r.nelems) {
+        mt_die("%s: MPI_Get_elements says %d, expected %zu", what, elems, r.nelems);
     }
     compare(rbuf, rimg, r.bufsize, what);
     snprintf(what, sizeof(what), "case '%s': send buffer after send", name);
     compare(sbuf, simg, s.bufsize, what);
 
     MT_CHECK(MPI_Type_size(s.type, &tsize));
-    sent_bytes += (uint64_t)tsize * s.count;
+    sent_bytes += (uint64_t) tsize * s.count;
     if (rank == 0) {
-        printf("  %-28s %9llu bytes each way\n", name,
-               (unsigned long long)tsize * s.count);
+        printf("  %-28s %9llu bytes each way\n", name, (unsigned long long) tsize * s.count);
         fflush(stdout);
     }
     free(sbuf);
@@ -350,47 +346,32 @@ int main(int argc, char **argv)
     int peer = rank ^ 1;
     if (peer < size) {
         int c = 0;
-        int big = 150000 * scale;        /* 450000 ints = 1.8 MB */
-        int nrec = 100000 * scale;       /* 1.5 MB of struct payload */
+        int big = 150000 * scale;  /* 450000 ints = 1.8 MB */
+        int nrec = 100000 * scale; /* 1.5 MB of struct payload */
 
         /* small (eager) messages */
-        run_case(c++, "vector->contig", lay_vector(1, 7, 3, 5),
-                 lay_int(21), peer);
-        run_case(c++, "contig->vector", lay_int(21),
-                 lay_vector(1, 21, 1, 2), peer);
-        run_case(c++, "vector x3->vector", lay_vector(3, 10, 2, 3),
-                 lay_vector(2, 30, 1, 4), peer);
-        run_case(c++, "indexed->indexed", lay_indexed(1, 50, 0),
-                 lay_indexed(1, 50, 2), peer);
-        run_case(c++, "struct x1", lay_rec(K_REC_A, 1),
-                 lay_rec(K_REC_B, 1), peer);
-        run_case(c++, "struct x5", lay_rec(K_REC_A, 5),
-                 lay_rec(K_REC_B, 5), peer);
-        run_case(c++, "hvector(struct) small", lay_hvec_a(2, 3, 2, 3),
-                 lay_rec(K_REC_B, 12), peer);
+        run_case(c++, "vector->contig", lay_vector(1, 7, 3, 5), lay_int(21), peer);
+        run_case(c++, "contig->vector", lay_int(21), lay_vector(1, 21, 1, 2), peer);
+        run_case(c++, "vector x3->vector", lay_vector(3, 10, 2, 3), lay_vector(2, 30, 1, 4), peer);
+        run_case(c++, "indexed->indexed", lay_indexed(1, 50, 0), lay_indexed(1, 50, 2), peer);
+        run_case(c++, "struct x1", lay_rec(K_REC_A, 1), lay_rec(K_REC_B, 1), peer);
+        run_case(c++, "struct x5", lay_rec(K_REC_A, 5), lay_rec(K_REC_B, 5), peer);
+        run_case(c++, "hvector(struct) small", lay_hvec_a(2, 3, 2, 3), lay_rec(K_REC_B, 12), peer);
         /* medium: around typical eager limits */
-        run_case(c++, "vector->contig 64K", lay_vector(1, 5461, 3, 4),
-                 lay_int(16383), peer);
-        run_case(c++, "struct x5000", lay_rec(K_REC_A, 5000),
-                 lay_rec(K_REC_B, 5000), peer);
+        run_case(c++, "vector->contig 64K", lay_vector(1, 5461, 3, 4), lay_int(16383), peer);
+        run_case(c++, "struct x5000", lay_rec(K_REC_A, 5000), lay_rec(K_REC_B, 5000), peer);
         /* large (> 1 MiB, rendezvous) */
         run_case(c++, "vector->vector large", lay_vector(1, big, 3, 5),
                  lay_vector(1, big * 3 / 2, 2, 3), peer);
-        run_case(c++, "vector x4->contig large",
-                 lay_vector(4, big / 4, 3, 4), lay_int(big / 4 * 3 * 4),
-                 peer);
-        run_case(c++, "indexed->contig large", lay_indexed(1, 3 * big, 1),
-                 lay_int(3 * big), peer);
-        run_case(c++, "contig->indexed large", lay_int(3 * big),
-                 lay_indexed(1, 3 * big, 3), peer);
-        run_case(c++, "indexed x2->indexed large",
-                 lay_indexed(2, 3 * big / 2, 4), lay_indexed(1, 3 * big, 0),
-                 peer);
-        run_case(c++, "struct large", lay_rec(K_REC_A, nrec),
+        run_case(c++, "vector x4->contig large", lay_vector(4, big / 4, 3, 4),
+                 lay_int(big / 4 * 3 * 4), peer);
+        run_case(c++, "indexed->contig large", lay_indexed(1, 3 * big, 1), lay_int(3 * big), peer);
+        run_case(c++, "contig->indexed large", lay_int(3 * big), lay_indexed(1, 3 * big, 3), peer);
+        run_case(c++, "indexed x2->indexed large", lay_indexed(2, 3 * big / 2, 4),
+                 lay_indexed(1, 3 * big, 0), peer);
+        run_case(c++, "struct large", lay_rec(K_REC_A, nrec), lay_rec(K_REC_B, nrec), peer);
+        run_case(c++, "hvector(struct) large", lay_hvec_a(1, nrec / 2, 2, 3),
                  lay_rec(K_REC_B, nrec), peer);
-        run_case(c++, "hvector(struct) large",
-                 lay_hvec_a(1, nrec / 2, 2, 3), lay_rec(K_REC_B, nrec),
-                 peer);
     }
 
     mt_report_bytes(sent_bytes);

@@ -30,20 +30,19 @@ static size_t msg_len(uint32_t h)
 {
     uint32_t cls = h % 10, r = h >> 8;
     if (cls < 6) {
-        return 8 + r % 249;                    /* 8 .. 256 */
+        return 8 + r % 249; /* 8 .. 256 */
     } else if (cls < 9) {
-        return 257 + r % (4096 - 257 + 1);     /* 257 .. 4096 */
+        return 257 + r % (4096 - 257 + 1); /* 257 .. 4096 */
     }
-    return 4097 + r % (MAXLEN - 4097 + 1);     /* 4097 .. 65536 */
+    return 4097 + r % (MAXLEN - 4097 + 1); /* 4097 .. 65536 */
 }
 
 /* Size, tag and pattern offset of message i from src to dst. */
-static void msg_desc(int src, int dst, int round, int i, size_t *len,
-                     int *tag, size_t *off)
+static void msg_desc(int src, int dst, int round, int i, size_t *len, int *tag, size_t *off)
 {
-    uint32_t h = mt_hash(pair_seed(src, dst, round) ^ 0x9999, (uint64_t)i);
+    uint32_t h = mt_hash(pair_seed(src, dst, round) ^ 0x9999, (uint64_t) i);
     *len = msg_len(h);
-    *tag = (int)(mt_hash(h, 1) % NTAGS);
+    *tag = (int) (mt_hash(h, 1) % NTAGS);
     *off = mt_hash(h, 2) % OFFSPAN;
 }
 
@@ -70,10 +69,10 @@ int main(int argc, char **argv)
     }
 
     int npeers = nprocs - 1;
-    size_t nreq = (size_t)2 * npeers * n;
+    size_t nreq = (size_t) 2 * npeers * n;
     MPI_Request *req = mt_malloc(sizeof(*req) * nreq);
     uint8_t **pat = mt_malloc(sizeof(*pat) * npeers);
-    uint8_t **rbuf = mt_malloc(sizeof(*rbuf) * (size_t)npeers * n);
+    uint8_t **rbuf = mt_malloc(sizeof(*rbuf) * (size_t) npeers * n);
     for (int p = 0; p < npeers; p++) {
         pat[p] = mt_malloc(OFFSPAN + MAXLEN);
     }
@@ -95,17 +94,16 @@ int main(int argc, char **argv)
                 int tag;
 
                 msg_desc(src, rank, round, i, &len, &tag, &off);
-                rbuf[(size_t)p * n + i] = mt_malloc(len);
-                MT_CHECK(MPI_Irecv(rbuf[(size_t)p * n + i], (int)len,
-                                   MPI_BYTE, src, tag, MPI_COMM_WORLD,
-                                   &req[nr++]));
-                msg_desc(rank, dst, round, i, &len, &tag, &off);
-                MT_CHECK(MPI_Isend(pat[p] + off, (int)len, MPI_BYTE, dst, tag,
+                rbuf[(size_t) p * n + i] = mt_malloc(len);
+                MT_CHECK(MPI_Irecv(rbuf[(size_t) p * n + i], (int) len, MPI_BYTE, src, tag,
                                    MPI_COMM_WORLD, &req[nr++]));
+                msg_desc(rank, dst, round, i, &len, &tag, &off);
+                MT_CHECK(MPI_Isend(pat[p] + off, (int) len, MPI_BYTE, dst, tag, MPI_COMM_WORLD,
+                                   &req[nr++]));
                 sent += len;
             }
         }
-        MT_CHECK(MPI_Waitall((int)nr, req, MPI_STATUSES_IGNORE));
+        MT_CHECK(MPI_Waitall((int) nr, req, MPI_STATUSES_IGNORE));
 
         for (int p = 0; p < npeers; p++) {
             int src = (rank - 1 - p + nprocs) % nprocs;
@@ -113,10 +111,12 @@ int main(int argc, char **argv)
                 size_t len, off;
                 int tag;
                 char what[128];
-                uint8_t *b = rbuf[(size_t)p * n + i];
+                uint8_t *b = rbuf[(size_t) p * n + i];
                 msg_desc(src, rank, round, i, &len, &tag, &off);
-                snprintf(what, sizeof(what), "round %d message %d (tag %d, "
-                         "%zu bytes) from rank %d", round, i, tag, len, src);
+                snprintf(what, sizeof(what),
+                         "round %d message %d (tag %d, "
+                         "%zu bytes) from rank %d",
+                         round, i, tag, len, src);
                 mt_verify_at(b, len, pair_seed(src, rank, round), off, what);
                 free(b);
             }
@@ -131,8 +131,8 @@ int main(int argc, char **argv)
 
     if (rank == 0) {
         printf("manymsgs: %d ranks, %d rounds of %d outstanding sends + "
-               "receives per peer, %.2f s\n", nprocs, rounds, n,
-               MPI_Wtime() - t0);
+               "receives per peer, %.2f s\n",
+               nprocs, rounds, n, MPI_Wtime() - t0);
     }
     mt_report_bytes(sent);
     for (int p = 0; p < npeers; p++) {

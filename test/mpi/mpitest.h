@@ -33,8 +33,7 @@ static inline int mt_rank(void)
 }
 
 /* Print an error (prefixed by program name and rank) and abort the job. */
-static inline void mt_die(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2), noreturn));
+static inline void mt_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static inline void mt_die(const char *fmt, ...)
 {
     char msg[1024];
@@ -49,16 +48,15 @@ static inline void mt_die(const char *fmt, ...)
 }
 
 /* Check the return code of an MPI call (MPI_ERRORS_RETURN is installed). */
-#define MT_CHECK(call)                                                      \
-    do {                                                                    \
-        int mt_rc_ = (call);                                                \
-        if (mt_rc_ != MPI_SUCCESS) {                                        \
-            char mt_es_[MPI_MAX_ERROR_STRING];                              \
-            int mt_el_ = 0;                                                 \
-            MPI_Error_string(mt_rc_, mt_es_, &mt_el_);                      \
-            mt_die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call,       \
-                   mt_es_);                                                 \
-        }                                                                   \
+#define MT_CHECK(call)                                                                             \
+    do {                                                                                           \
+        int mt_rc_ = (call);                                                                       \
+        if (mt_rc_ != MPI_SUCCESS) {                                                               \
+            char mt_es_[MPI_MAX_ERROR_STRING];                                                     \
+            int mt_el_ = 0;                                                                        \
+            MPI_Error_string(mt_rc_, mt_es_, &mt_el_);                                             \
+            mt_die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, mt_es_);                     \
+        }                                                                                          \
     } while (0)
 
 /* Call right after MPI_Init*: remember the name, make errors returnable. */
@@ -78,11 +76,10 @@ static inline void *mt_malloc(size_t n)
 }
 
 /* Mix several small integers into one seed. */
-static inline uint32_t mt_seed(uint32_t a, uint32_t b, uint32_t c,
-                               uint32_t d)
+static inline uint32_t mt_seed(uint32_t a, uint32_t b, uint32_t c, uint32_t d)
 {
     uint32_t h = 0x811C9DC5u;
-    uint32_t v[4] = { a, b, c, d };
+    uint32_t v[4] = {a, b, c, d};
     for (int i = 0; i < 4; i++) {
         h ^= v[i];
         h *= 0x01000193u;
@@ -95,7 +92,7 @@ static inline uint32_t mt_seed(uint32_t a, uint32_t b, uint32_t c,
 /* 32-bit hash of (seed, index): never periodic over any realistic buffer. */
 static inline uint32_t mt_hash(uint32_t seed, uint64_t i)
 {
-    uint32_t x = (uint32_t)i * 0x9E3779B1u ^ (uint32_t)(i >> 32) ^ seed;
+    uint32_t x = (uint32_t) i * 0x9E3779B1u ^ (uint32_t) (i >> 32) ^ seed;
     x ^= x >> 16;
     x *= 0x7FEB352Du;
     x ^= x >> 15;
@@ -106,12 +103,11 @@ static inline uint32_t mt_hash(uint32_t seed, uint64_t i)
 
 static inline uint8_t mt_byte(uint32_t seed, uint64_t i)
 {
-    return (uint8_t)mt_hash(seed, i);
+    return (uint8_t) mt_hash(seed, i);
 }
 
 /* Fill buf[0..n) with the pattern of `seed`, starting at pattern index off. */
-static inline void mt_fill_at(void *buf, size_t n, uint32_t seed,
-                              size_t off)
+static inline void mt_fill_at(void *buf, size_t n, uint32_t seed, size_t off)
 {
     uint8_t *p = buf;
     for (size_t i = 0; i < n; i++) {
@@ -125,8 +121,8 @@ static inline void mt_fill(void *buf, size_t n, uint32_t seed)
 }
 
 /* Verify buf[0..n) against pattern `seed` from index off; abort on error. */
-static inline void mt_verify_at(const void *buf, size_t n, uint32_t seed,
-                                size_t off, const char *what)
+static inline void mt_verify_at(const void *buf, size_t n, uint32_t seed, size_t off,
+                                const char *what)
 {
     const uint8_t *p = buf;
     for (size_t i = 0; i < n; i++) {
@@ -143,32 +139,30 @@ static inline void mt_verify_at(const void *buf, size_t n, uint32_t seed,
     }
 }
 
-static inline void mt_verify(const void *buf, size_t n, uint32_t seed,
-                             const char *what)
+static inline void mt_verify(const void *buf, size_t n, uint32_t seed, const char *what)
 {
     mt_verify_at(buf, n, seed, 0, what);
 }
 
 /* Verify that buf[0..n) still holds MT_POISON (gaps, guard areas). */
-static inline void mt_verify_poison(const void *buf, size_t n,
-                                    const char *what)
+static inline void mt_verify_poison(const void *buf, size_t n, const char *what)
 {
     const uint8_t *p = buf;
     for (size_t i = 0; i < n; i++) {
         if (p[i] != MT_POISON) {
             mt_die("%s: byte at offset %zu was overwritten (0x%02x, should "
-                   "have stayed 0x%02x)", what, i, p[i], MT_POISON);
+                   "have stayed 0x%02x)",
+                   what, i, p[i], MT_POISON);
         }
     }
 }
 
 /* Check that a completed receive carried exactly `bytes` bytes. */
-static inline void mt_check_bytes(const MPI_Status *st, size_t bytes,
-                                  const char *what)
+static inline void mt_check_bytes(const MPI_Status *st, size_t bytes, const char *what)
 {
     int count = -1;
     MT_CHECK(MPI_Get_count(st, MPI_BYTE, &count));
-    if (count < 0 || (size_t)count != bytes) {
+    if (count < 0 || (size_t) count != bytes) {
         mt_die("%s: received %d bytes, expected %zu", what, count, bytes);
     }
 }
@@ -181,8 +175,7 @@ static inline void mt_check_bytes(const MPI_Status *st, size_t bytes,
 static inline void mt_report_bytes(uint64_t mine)
 {
     unsigned long long in = mine, sum = 0;
-    MT_CHECK(MPI_Reduce(&in, &sum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0,
-                        MPI_COMM_WORLD));
+    MT_CHECK(MPI_Reduce(&in, &sum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
     if (mt_rank() == 0) {
         printf("BYTES %llu\n", sum);
         fflush(stdout);

@@ -38,7 +38,7 @@ static size_t parse_size(const char *s)
     if (*end != '\0') {
         mt_die("bad size '%s'", s);
     }
-    return (size_t)v;
+    return (size_t) v;
 }
 
 /* Base iteration count per size: many for small, 1-2 for multi-MiB. */
@@ -62,8 +62,8 @@ static int build_sizes(size_t max, size_t *sizes)
     sizes[n++] = 0;
     sizes[n++] = 1;
     for (int k = 1; k <= 24; k++) {
-        size_t p = (size_t)1 << k;
-        size_t cand[3] = { p - 1, p, p + 1 };
+        size_t p = (size_t) 1 << k;
+        size_t cand[3] = {p - 1, p, p + 1};
         for (int j = 0; j < 3; j++) {
             if (cand[j] > sizes[n - 1]) {
                 sizes[n++] = cand[j];
@@ -79,7 +79,7 @@ static int build_sizes(size_t max, size_t *sizes)
 int main(int argc, char **argv)
 {
     double mult = 1.0;
-    size_t max = ((size_t)1 << 24) + 1;
+    size_t max = ((size_t) 1 << 24) + 1;
     int verbose = 0, opt;
     int rank, size;
 
@@ -128,7 +128,7 @@ int main(int argc, char **argv)
         int responder = (starter == rank) ? peer : rank;
         for (int s = 0; s < nsizes; s++) {
             size_t n = sizes[s];
-            int iters = (int)(base_iters(n) * mult + 0.5);
+            int iters = (int) (base_iters(n) * mult + 0.5);
             int tag = dir * 1000 + s;
             char what[128];
             if (iters < 1) {
@@ -136,43 +136,37 @@ int main(int argc, char **argv)
             }
             double ts = MPI_Wtime();
             for (int it = 0; it < iters; it++) {
-                uint32_t seed_ping = mt_seed((uint32_t)starter, (uint32_t)n,
-                                             (uint32_t)it, 2u * dir);
-                uint32_t seed_pong = mt_seed((uint32_t)responder,
-                                             (uint32_t)n, (uint32_t)it,
-                                             2u * dir + 1);
+                uint32_t seed_ping =
+                    mt_seed((uint32_t) starter, (uint32_t) n, (uint32_t) it, 2u * dir);
+                uint32_t seed_pong =
+                    mt_seed((uint32_t) responder, (uint32_t) n, (uint32_t) it, 2u * dir + 1);
                 MPI_Status st;
                 memset(rbuf, MT_POISON, n + GUARD);
                 if (i_start) {
                     mt_fill(sbuf, n, seed_ping);
-                    MT_CHECK(MPI_Send(sbuf, (int)n, MPI_BYTE, peer, tag,
-                                      MPI_COMM_WORLD));
-                    MT_CHECK(MPI_Recv(rbuf, (int)(n + GUARD), MPI_BYTE, peer,
-                                      tag, MPI_COMM_WORLD, &st));
-                    snprintf(what, sizeof(what),
-                             "pong of %zu bytes from rank %d (dir %d, iter %d)",
+                    MT_CHECK(MPI_Send(sbuf, (int) n, MPI_BYTE, peer, tag, MPI_COMM_WORLD));
+                    MT_CHECK(MPI_Recv(rbuf, (int) (n + GUARD), MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+                                      &st));
+                    snprintf(what, sizeof(what), "pong of %zu bytes from rank %d (dir %d, iter %d)",
                              n, peer, dir, it);
                     mt_check_bytes(&st, n, what);
                     mt_verify(rbuf, n, seed_pong, what);
                 } else {
-                    MT_CHECK(MPI_Recv(rbuf, (int)(n + GUARD), MPI_BYTE, peer,
-                                      tag, MPI_COMM_WORLD, &st));
-                    snprintf(what, sizeof(what),
-                             "ping of %zu bytes from rank %d (dir %d, iter %d)",
+                    MT_CHECK(MPI_Recv(rbuf, (int) (n + GUARD), MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+                                      &st));
+                    snprintf(what, sizeof(what), "ping of %zu bytes from rank %d (dir %d, iter %d)",
                              n, peer, dir, it);
                     mt_check_bytes(&st, n, what);
                     mt_verify(rbuf, n, seed_ping, what);
                     mt_fill(sbuf, n, seed_pong);
-                    MT_CHECK(MPI_Send(sbuf, (int)n, MPI_BYTE, peer, tag,
-                                      MPI_COMM_WORLD));
+                    MT_CHECK(MPI_Send(sbuf, (int) n, MPI_BYTE, peer, tag, MPI_COMM_WORLD));
                 }
                 mt_verify_poison(rbuf + n, GUARD, "receive guard area");
                 sent += n;
                 msgs++;
             }
             if (verbose && rank == 0) {
-                printf("dir %d size %10zu iters %3d  %.3f s\n", dir, n, iters,
-                       MPI_Wtime() - ts);
+                printf("dir %d size %10zu iters %3d  %.3f s\n", dir, n, iters, MPI_Wtime() - ts);
                 fflush(stdout);
             }
         }
@@ -181,8 +175,8 @@ int main(int argc, char **argv)
     double elapsed = MPI_Wtime() - t0;
     if (rank == 0) {
         printf("pingpong: %d sizes (0 .. %zu bytes), 2 directions, "
-               "%llu messages sent by rank 0, %.2f s\n", nsizes,
-               nsizes ? sizes[nsizes - 1] : 0, msgs, elapsed);
+               "%llu messages sent by rank 0, %.2f s\n",
+               nsizes, nsizes ? sizes[nsizes - 1] : 0, msgs, elapsed);
     }
     mt_report_bytes(sent);
     free(sbuf);

@@ -18,10 +18,8 @@
 #define NTHREADS 2
 #define GUARD 32
 
-static const size_t sizes[] = {
-    0, 1, 17, 1024, 4095, 8192, 65535, 65536, 65537, 200000, 524288,
-    1048576
-};
+static const size_t sizes[] = {0,     1,     17,    1024,   4095,   8192,
+                               65535, 65536, 65537, 200000, 524288, 1048576};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 #define MAXSZ 1048576
 
@@ -41,8 +39,8 @@ static void *worker(void *arg)
 
     for (int it = 0; it < t->iters; it++) {
         size_t n = sizes[(it * (t->id ? 5 : 7) + t->id * 3) % NSIZES];
-        uint32_t myseed = mt_seed(t->rank, t->id, it, (uint32_t)n);
-        uint32_t peerseed = mt_seed(t->peer, t->id, it, (uint32_t)n);
+        uint32_t myseed = mt_seed(t->rank, t->id, it, (uint32_t) n);
+        uint32_t peerseed = mt_seed(t->peer, t->id, it, (uint32_t) n);
         MPI_Status st;
         memset(rbuf, MT_POISON, n + GUARD);
         mt_fill(sbuf, n, myseed);
@@ -50,36 +48,30 @@ static void *worker(void *arg)
         if (t->id == 0) {
             /* ping-pong: both directions carry the sender's own pattern */
             if (t->rank < t->peer) {
-                MT_CHECK(MPI_Send(sbuf, (int)n, MPI_BYTE, t->peer, tag,
-                                  t->comm));
-                MT_CHECK(MPI_Recv(rbuf, (int)(n + GUARD), MPI_BYTE, t->peer,
-                                  tag, t->comm, &st));
+                MT_CHECK(MPI_Send(sbuf, (int) n, MPI_BYTE, t->peer, tag, t->comm));
+                MT_CHECK(MPI_Recv(rbuf, (int) (n + GUARD), MPI_BYTE, t->peer, tag, t->comm, &st));
             } else {
-                MT_CHECK(MPI_Recv(rbuf, (int)(n + GUARD), MPI_BYTE, t->peer,
-                                  tag, t->comm, &st));
-                MT_CHECK(MPI_Send(sbuf, (int)n, MPI_BYTE, t->peer, tag,
-                                  t->comm));
+                MT_CHECK(MPI_Recv(rbuf, (int) (n + GUARD), MPI_BYTE, t->peer, tag, t->comm, &st));
+                MT_CHECK(MPI_Send(sbuf, (int) n, MPI_BYTE, t->peer, tag, t->comm));
             }
         } else if (it % 4 == 3) {
-            MT_CHECK(MPI_Sendrecv(sbuf, (int)n, MPI_BYTE, t->peer, tag, rbuf,
-                                  (int)(n + GUARD), MPI_BYTE, t->peer, tag,
-                                  t->comm, &st));
+            MT_CHECK(MPI_Sendrecv(sbuf, (int) n, MPI_BYTE, t->peer, tag, rbuf, (int) (n + GUARD),
+                                  MPI_BYTE, t->peer, tag, t->comm, &st));
         } else {
             MPI_Request rq[2];
             MPI_Status sts[2];
-            MT_CHECK(MPI_Irecv(rbuf, (int)(n + GUARD), MPI_BYTE, t->peer, tag,
-                               t->comm, &rq[0]));
-            MT_CHECK(MPI_Isend(sbuf, (int)n, MPI_BYTE, t->peer, tag, t->comm,
-                               &rq[1]));
+            MT_CHECK(MPI_Irecv(rbuf, (int) (n + GUARD), MPI_BYTE, t->peer, tag, t->comm, &rq[0]));
+            MT_CHECK(MPI_Isend(sbuf, (int) n, MPI_BYTE, t->peer, tag, t->comm, &rq[1]));
             MT_CHECK(MPI_Waitall(2, rq, sts));
             st = sts[0];
         }
-        snprintf(what, sizeof(what), "thread %d iteration %d: %zu bytes from "
-                 "rank %d", t->id, it, n, t->peer);
+        snprintf(what, sizeof(what),
+                 "thread %d iteration %d: %zu bytes from "
+                 "rank %d",
+                 t->id, it, n, t->peer);
         mt_check_bytes(&st, n, what);
         if (st.MPI_SOURCE != t->peer || st.MPI_TAG != tag) {
-            mt_die("%s: status says source %d tag %d", what, st.MPI_SOURCE,
-                   st.MPI_TAG);
+            mt_die("%s: status says source %d tag %d", what, st.MPI_SOURCE, st.MPI_TAG);
         }
         mt_verify(rbuf, n, peerseed, what);
         mt_verify_poison(rbuf + n, GUARD, "receive guard area");
@@ -102,7 +94,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     if (provided < MPI_THREAD_MULTIPLE) {
         mt_die("MPI_THREAD_MULTIPLE not provided (provided level %d, "
-               "wanted %d)", provided, MPI_THREAD_MULTIPLE);
+               "wanted %d)",
+               provided, MPI_THREAD_MULTIPLE);
     }
     while ((opt = getopt(argc, argv, "n:")) != -1) {
         if (opt == 'n' && atoi(optarg) > 0) {
@@ -138,8 +131,8 @@ int main(int argc, char **argv)
         MT_CHECK(MPI_Comm_free(&args[t].comm));
     }
     if (rank == 0) {
-        printf("threads: %d threads x %d exchanges per rank, %.2f s\n",
-               NTHREADS, iters, MPI_Wtime() - t0);
+        printf("threads: %d threads x %d exchanges per rank, %.2f s\n", NTHREADS, iters,
+               MPI_Wtime() - t0);
     }
     mt_report_bytes(sent);
     mt_ok("threads");

@@ -7,7 +7,7 @@
 
 #include "simlink.h"
 
-#define SEG_OF(p) ((struct sim_seg *) (void *) ((char *) (p) - offsetof(struct sim_seg, rel)))
+#define SEG_OF(p) ((struct sim_seg *) (void *) ((char *) (p) -offsetof(struct sim_seg, rel)))
 
 /* ---------------------------------------------------------------- PRNG */
 
@@ -772,7 +772,8 @@ static void pump(struct sim *s, struct sim_ep *ep)
     /* retransmissions first, in queue order; a failed post stops the queue */
     while (ep->rq_head) {
         struct sim_seg *seg = ep->rq_head;
-        if (!(seg->rel.state & USNIC_REL_SEG_IN_WINDOW) || !(seg->rel.state & USNIC_REL_SEG_RESEND)) {
+        if (!(seg->rel.state & USNIC_REL_SEG_IN_WINDOW) ||
+            !(seg->rel.state & USNIC_REL_SEG_RESEND)) {
             sim_error(s, "seq %u on the resend queue in state %#x", seg->rel.seq, seg->rel.state);
         }
         if (!post_seg(s, ep, seg, false)) {
@@ -857,8 +858,8 @@ static void deliver(struct sim_ep *ep, struct sim_msg *m, uint8_t tag, const uin
                     uint64_t len)
 {
     m->rx_hash = sim_fnv(SIM_FNV_INIT, data, (size_t) len);
-    if (tag != m->tag || len != m->len || sim_msg_mismatch(m->key, 0, data, (size_t) len) >= 0
-        || m->rx_hash != m->hash) {
+    if (tag != m->tag || len != m->len || sim_msg_mismatch(m->key, 0, data, (size_t) len) >= 0 ||
+        m->rx_hash != m->hash) {
         m->corrupt++;
     }
     log_delivery(ep, m);
@@ -867,8 +868,8 @@ static void deliver(struct sim_ep *ep, struct sim_msg *m, uint8_t tag, const uin
 /* The chunk is a piece of message m as the sender cut it. */
 static bool chunk_matches(const struct sim_msg *m, const struct usnic_pkt_view *v)
 {
-    return NULL != m && SIM_MSG_SEND == m->kind && m->wire_id == v->chunk->msg_id
-           && m->len == v->chunk->msg_len && m->tag == v->hdr->tag;
+    return NULL != m && SIM_MSG_SEND == m->kind && m->wire_id == v->chunk->msg_id &&
+           m->len == v->chunk->msg_len && m->tag == v->hdr->tag;
 }
 
 static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size_t len)
@@ -963,24 +964,23 @@ static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size
 
     case USNIC_PKT_PUT: {
         uint8_t *dest = NULL;
-        r = usnic_reg_resolve(&ep->reg, v.put->reg_key, v.put->reg_offset, v.chunk->msg_len,
-                              &dest);
+        r = usnic_reg_resolve(&ep->reg, v.put->reg_key, v.put->reg_offset, v.chunk->msg_len, &dest);
         if (USNIC_PKT_OK != r) {
             drop(ep, r);
             return;
         }
         memcpy(dest + v.chunk->offset, v.payload, v.payload_len);
-        if (NULL == m || SIM_MSG_PUT != m->kind || m->wire_id != v.chunk->msg_id
-            || m->len != v.chunk->msg_len || m->reg_key != v.put->reg_key
-            || m->reg_offset != v.put->reg_offset) {
+        if (NULL == m || SIM_MSG_PUT != m->kind || m->wire_id != v.chunk->msg_id ||
+            m->len != v.chunk->msg_len || m->reg_key != v.put->reg_key ||
+            m->reg_offset != v.put->reg_offset) {
             ep->st.unexpected++;
         } else {
             m->put_bytes += v.payload_len;
             if (m->put_bytes == m->len) {
                 /* the whole PUT landed: check the target bytes */
                 m->rx_hash = sim_fnv(SIM_FNV_INIT, dest, (size_t) m->len);
-                if (sim_msg_mismatch(m->key, 0, dest, (size_t) m->len) >= 0
-                    || m->rx_hash != m->hash) {
+                if (sim_msg_mismatch(m->key, 0, dest, (size_t) m->len) >= 0 ||
+                    m->rx_hash != m->hash) {
                     m->corrupt++;
                 }
                 log_delivery(ep, m);
@@ -1039,8 +1039,8 @@ static bool next_event(const struct sim *s, uint64_t *t)
     }
     for (int i = 0; i < 2; i++) {
         const struct sim_ep *ep = &s->ep[i];
-        if (ep->rq_head || (ep_has_new(ep) && usnic_rel_tx_window_open(&ep->rel))
-            || ep->rel.rx.ack_now) {
+        if (ep->rq_head || (ep_has_new(ep) && usnic_rel_tx_window_open(&ep->rel)) ||
+            ep->rel.rx.ack_now) {
             CONSIDER(s->now);
         } else if (ep->rel.rx.ack_owed) {
             CONSIDER(ep->rel.rx.ack_owed_since + s->cfg.ack_delay_ns);
@@ -1084,8 +1084,8 @@ bool sim_quiescent(const struct sim *s)
     }
     for (int i = 0; i < 2; i++) {
         const struct sim_ep *ep = &s->ep[i];
-        if (ep_has_new(ep) || ep->rq_head || usnic_rel_tx_inflight(&ep->rel) > 0
-            || ep->rel.rx.ack_owed || ep->rel.rx.ack_now) {
+        if (ep_has_new(ep) || ep->rq_head || usnic_rel_tx_inflight(&ep->rel) > 0 ||
+            ep->rel.rx.ack_owed || ep->rel.rx.ack_now) {
             return false;
         }
     }

@@ -86,9 +86,15 @@ size_t sim_pkt_build(void *buf, size_t cap, const struct usnic_pkt_hdr *hdr,
 
 /* ---- the simulation ---- */
 
-enum { SIM_A = 0, SIM_B = 1 };
+enum {
+    SIM_A = 0,
+    SIM_B = 1
+};
 
-enum sim_msg_kind { SIM_MSG_SEND = 1, SIM_MSG_PUT = 2 };
+enum sim_msg_kind {
+    SIM_MSG_SEND = 1,
+    SIM_MSG_PUT = 2
+};
 
 struct sim_cfg {
     uint64_t seed;
@@ -109,9 +115,9 @@ struct sim_cfg {
     uint64_t max_msg_len;     /* usnic_pkt_parse() limit */
     uint64_t job_key;
     uint32_t module_id[2];
-    double send_fail;        /* fraction of posts that fail locally (usnic_rel_tx_send_failed) */
-    bool ack_req_on_full;    /* set USNIC_PKT_FLAG_ACK_REQ on the segment that fills the window */
-    bool no_sack;            /* explicit ACKs never carry a selective-ACK bitmap */
+    double send_fail;     /* fraction of posts that fail locally (usnic_rel_tx_send_failed) */
+    bool ack_req_on_full; /* set USNIC_PKT_FLAG_ACK_REQ on the segment that fills the window */
+    bool no_sack;         /* explicit ACKs never carry a selective-ACK bitmap */
 };
 
 struct sim_msg {
@@ -133,7 +139,7 @@ struct sim_msg {
 struct sim_seg {
     struct usnic_rel_seg rel; /* the core's part */
     struct sim_ep *ep;
-    uint32_t msg;             /* index of the message it carries */
+    uint32_t msg;                    /* index of the message it carries */
     struct sim_seg *t_prev, *t_next; /* timer list */
     uint64_t deadline;
     bool t_on;
@@ -150,25 +156,25 @@ struct sim_rx_rec {
 };
 
 struct sim_ep_stats {
-    uint64_t tx_pkts;      /* datagrams handed to the link (all kinds) */
-    uint64_t tx_data;      /* first transmissions of data segments */
-    uint64_t tx_resent;    /* retransmissions */
-    uint64_t tx_acks;      /* explicit ACK packets */
-    uint64_t tx_sacks;     /* of which carried a SACK bitmap */
+    uint64_t tx_pkts;        /* datagrams handed to the link (all kinds) */
+    uint64_t tx_data;        /* first transmissions of data segments */
+    uint64_t tx_resent;      /* retransmissions */
+    uint64_t tx_acks;        /* explicit ACK packets */
+    uint64_t tx_sacks;       /* of which carried a SACK bitmap */
     uint64_t tx_post_failed; /* posts that failed locally */
-    uint64_t tx_ack_reqs;  /* data packets sent with USNIC_PKT_FLAG_ACK_REQ */
-    uint64_t rx_pkts;      /* datagrams received */
-    uint64_t rx_acks;      /* ACK packets accepted */
-    uint64_t rx_ack_reqs;  /* packets that asked for an immediate ACK */
-    uint64_t rx_accepted;  /* data packets committed */
-    uint64_t delivered;    /* messages delivered (SEND completed or PUT completed) */
+    uint64_t tx_ack_reqs;    /* data packets sent with USNIC_PKT_FLAG_ACK_REQ */
+    uint64_t rx_pkts;        /* datagrams received */
+    uint64_t rx_acks;        /* ACK packets accepted */
+    uint64_t rx_ack_reqs;    /* packets that asked for an immediate ACK */
+    uint64_t rx_accepted;    /* data packets committed */
+    uint64_t delivered;      /* messages delivered (SEND completed or PUT completed) */
     uint64_t delivered_bytes;
-    uint64_t unexpected;   /* accepted data matching no message of the peer */
-    uint64_t blocked;      /* pumps that had data to push but found the window closed */
+    uint64_t unexpected; /* accepted data matching no message of the peer */
+    uint64_t blocked;    /* pumps that had data to push but found the window closed */
     uint32_t max_inflight;
-    uint64_t released;     /* segments released by ACKs (cumulative or selective) */
+    uint64_t released; /* segments released by ACKs (cumulative or selective) */
     int64_t segs_live;
-    int64_t reasm_live;    /* reassembly buffers handed out and not returned */
+    int64_t reasm_live; /* reassembly buffers handed out and not returned */
     uint64_t reasm_gets;
     uint32_t reasm_fail_next; /* test hook: fail this many buffer gets */
 };
@@ -194,8 +200,8 @@ struct sim_ep {
     /* messages this endpoint sends */
     struct sim_msg *msgs;
     uint32_t nmsgs, msgs_cap;
-    uint32_t next_msg;  /* first message not completely segmented */
-    uint64_t next_off;  /* next byte of it */
+    uint32_t next_msg; /* first message not completely segmented */
+    uint64_t next_off; /* next byte of it */
     uint32_t next_wire_id;
     /* oracle: seq_msg[seq - tx_isn] = message carried by that segment */
     uint32_t *seq_msg;

@@ -101,8 +101,8 @@ static void test_parse_valid(void)
     len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
     memset(&v, 0xFF, sizeof(v));
     r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
-    check(r == USNIC_PKT_OK && v.hdr == H(buf) && !v.chunk && !v.put && v.payload_len == 0
-              && v.payload == (uint8_t *) buf + 32,
+    check(r == USNIC_PKT_OK && v.hdr == H(buf) && !v.chunk && !v.put && v.payload_len == 0 &&
+              v.payload == (uint8_t *) buf + 32,
           "parse/valid_ack", "r=%s", usnic_drop_reason_name(r));
 
     len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ, NULL, NULL, NULL, 0);
@@ -113,20 +113,20 @@ static void test_parse_valid(void)
         len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, &sk,
                  sizeof(sk));
         r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
-        check(r == USNIC_PKT_OK && v.sack == (const void *) ((uint8_t *) buf + 32)
-                  && v.sack->bits == sk.bits && !v.chunk && !v.put && v.payload_len == 8,
+        check(r == USNIC_PKT_OK && v.sack == (const void *) ((uint8_t *) buf + 32) &&
+                  v.sack->bits == sk.bits && !v.chunk && !v.put && v.payload_len == 8,
               "parse/valid_ack_with_sack", "r=%s", usnic_drop_reason_name(r));
         len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
         r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
-        check(r == USNIC_PKT_OK && NULL == v.sack, "parse/ack_without_sack_has_no_sack_view", "r=%s",
-              usnic_drop_reason_name(r));
+        check(r == USNIC_PKT_OK && NULL == v.sack, "parse/ack_without_sack_has_no_sack_view",
+              "r=%s", usnic_drop_reason_name(r));
     }
 
     len = mk(buf, USNIC_PKT_FRAG, 0, NULL, NULL, pay, 777);
     r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
-    check(r == USNIC_PKT_OK && v.hdr == H(buf) && !v.chunk && !v.put && !v.sack
-              && v.payload_len == 777 && v.payload == (uint8_t *) buf + 32
-              && 0 == memcmp(v.payload, pay, 777),
+    check(r == USNIC_PKT_OK && v.hdr == H(buf) && !v.chunk && !v.put && !v.sack &&
+              v.payload_len == 777 && v.payload == (uint8_t *) buf + 32 &&
+              0 == memcmp(v.payload, pay, 777),
           "parse/valid_frag", "r=%s", usnic_drop_reason_name(r));
 
     len = mk(buf, USNIC_PKT_FRAG, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
@@ -134,16 +134,16 @@ static void test_parse_valid(void)
 
     len = mk(buf, USNIC_PKT_CHUNK, USNIC_PKT_FLAG_ACK, &ch, NULL, pay, 1400);
     r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
-    check(r == USNIC_PKT_OK && v.chunk == CH(buf) && !v.put && v.payload_len == 1400
-              && v.payload == (uint8_t *) buf + USNIC_HDR_LEN_CHUNK && v.chunk->msg_id == 5
-              && v.chunk->msg_len == 10000 && v.chunk->offset == 1400,
+    check(r == USNIC_PKT_OK && v.chunk == CH(buf) && !v.put && v.payload_len == 1400 &&
+              v.payload == (uint8_t *) buf + USNIC_HDR_LEN_CHUNK && v.chunk->msg_id == 5 &&
+              v.chunk->msg_len == 10000 && v.chunk->offset == 1400,
           "parse/valid_chunk", "r=%s", usnic_drop_reason_name(r));
 
     len = mk(buf, USNIC_PKT_PUT, USNIC_PKT_FLAG_ACK, &ch, &ph, pay, 100);
     r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
-    check(r == USNIC_PKT_OK && v.chunk == CH(buf) && v.put == PH(buf) && v.payload_len == 100
-              && v.payload == (uint8_t *) buf + USNIC_HDR_LEN_PUT && v.put->reg_key == 0x100000003ull
-              && v.put->reg_offset == 64,
+    check(r == USNIC_PKT_OK && v.chunk == CH(buf) && v.put == PH(buf) && v.payload_len == 100 &&
+              v.payload == (uint8_t *) buf + USNIC_HDR_LEN_PUT &&
+              v.put->reg_key == 0x100000003ull && v.put->reg_offset == 64,
           "parse/valid_put", "r=%s", usnic_drop_reason_name(r));
 }
 
@@ -163,8 +163,8 @@ static void test_parse_malformed(void)
 
     /* shorter than the common header */
     len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
-    check(USNIC_DROP_SHORT == usnic_pkt_parse(NULL, 0, JOB, MAXMSG, &v)
-              && USNIC_DROP_SHORT == usnic_pkt_parse(NULL, 64, JOB, MAXMSG, &v),
+    check(USNIC_DROP_SHORT == usnic_pkt_parse(NULL, 0, JOB, MAXMSG, &v) &&
+              USNIC_DROP_SHORT == usnic_pkt_parse(NULL, 64, JOB, MAXMSG, &v),
           "malformed/short_null_buffer", "NULL buffer not SHORT");
     expect_reason("malformed/short_0", buf, 0, MAXMSG, USNIC_DROP_SHORT);
     expect_reason("malformed/short_1", buf, 1, MAXMSG, USNIC_DROP_SHORT);
@@ -193,7 +193,8 @@ static void test_parse_malformed(void)
         len = mk(buf, USNIC_PKT_FRAG, unknown, NULL, NULL, pay, 8);
         expect_reason("malformed/flag_lowest_unknown_bit", buf, len, MAXMSG, USNIC_DROP_TYPE);
         len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | unknown, NULL, NULL, NULL, 0);
-        expect_reason("malformed/flag_lowest_unknown_bit_on_ack", buf, len, MAXMSG, USNIC_DROP_TYPE);
+        expect_reason("malformed/flag_lowest_unknown_bit_on_ack", buf, len, MAXMSG,
+                      USNIC_DROP_TYPE);
     }
     len = mk(buf, USNIC_PKT_FRAG, 0x80 | USNIC_PKT_FLAG_ACK, NULL, NULL, pay, 8);
     expect_reason("malformed/flag_0x81", buf, len, MAXMSG, USNIC_DROP_TYPE);
@@ -249,9 +250,11 @@ static void test_parse_malformed(void)
     /* payload_len disagrees with the datagram */
     len = mk(buf, USNIC_PKT_FRAG, 0, NULL, NULL, pay, 100);
     H(buf)->payload_len = 101;
-    expect_reason("malformed/payload_len_bigger_than_datagram", buf, len, MAXMSG, USNIC_DROP_LENGTH);
+    expect_reason("malformed/payload_len_bigger_than_datagram", buf, len, MAXMSG,
+                  USNIC_DROP_LENGTH);
     H(buf)->payload_len = 99;
-    expect_reason("malformed/payload_len_smaller_than_datagram", buf, len, MAXMSG, USNIC_DROP_LENGTH);
+    expect_reason("malformed/payload_len_smaller_than_datagram", buf, len, MAXMSG,
+                  USNIC_DROP_LENGTH);
     H(buf)->payload_len = 0xFFFFFFFFu;
     expect_reason("malformed/payload_len_max", buf, len, MAXMSG, USNIC_DROP_LENGTH);
     H(buf)->payload_len = 0;
@@ -278,7 +281,8 @@ static void test_parse_malformed(void)
     /* chunk bounds */
     ch = chunk_hdr(1, 1000, 901);
     len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, pay, 100);
-    expect_reason("malformed/chunk_end_past_msg_len_by_1", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
+    expect_reason("malformed/chunk_end_past_msg_len_by_1", buf, len, MAXMSG,
+                  USNIC_DROP_CHUNK_RANGE);
     CH(buf)->offset = 900;
     expect_reason("malformed/chunk_end_at_msg_len_ok", buf, len, MAXMSG, USNIC_PKT_OK);
     CH(buf)->offset = 1000;
@@ -310,7 +314,8 @@ static void test_parse_malformed(void)
     /* documented: a PUT's length is bounded by its registration, not max_msg_len */
     ch = chunk_hdr(1, MAXMSG + 1, 0);
     len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 10);
-    expect_reason("parse/put_msg_len_over_max_left_to_registration", buf, len, MAXMSG, USNIC_PKT_OK);
+    expect_reason("parse/put_msg_len_over_max_left_to_registration", buf, len, MAXMSG,
+                  USNIC_PKT_OK);
 
     /* zero-length chunk payload */
     ch = chunk_hdr(1, 100, 0);
@@ -323,7 +328,8 @@ static void test_parse_malformed(void)
     ch = chunk_hdr(1, 1000, 0);
     ph = put_hdr(7, UINT64_MAX - 1000 + 1); /* reg_offset + msg_len == 2^64 */
     len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 100);
-    expect_reason("malformed/put_reg_offset_plus_len_is_2^64", buf, len, MAXMSG, USNIC_DROP_PUT_RANGE);
+    expect_reason("malformed/put_reg_offset_plus_len_is_2^64", buf, len, MAXMSG,
+                  USNIC_DROP_PUT_RANGE);
     PH(buf)->reg_offset = UINT64_MAX;
     expect_reason("malformed/put_reg_offset_max", buf, len, MAXMSG, USNIC_DROP_PUT_RANGE);
     PH(buf)->reg_offset = UINT64_MAX - 1000;
@@ -442,8 +448,8 @@ static int feed(struct usnic_reasm_table *t, struct rmsg *m, const struct piece 
             if (mm->remaining) {
                 mm->early++;
             }
-            if (done->msg_id != mm->msg_id || done->msg_len != mm->len || done->tag != mm->tag
-                || sim_msg_mismatch(mm->key, 0, done->buf, (size_t) mm->len) >= 0) {
+            if (done->msg_id != mm->msg_id || done->msg_len != mm->len || done->tag != mm->tag ||
+                sim_msg_mismatch(mm->key, 0, done->buf, (size_t) mm->len) >= 0) {
                 mm->bad++;
             }
             usnic_reasm_release(t, done);
@@ -520,7 +526,8 @@ static void test_reasm_orders(void)
     problems = 0;
     for (int it = 0; it < 30; it++) {
         size_t total = 0;
-        uint32_t base = (uint32_t) sim_rng_next(&rng) & ~7u; /* 8 consecutive ids: 8 distinct slots */
+        uint32_t base =
+            (uint32_t) sim_rng_next(&rng) & ~7u; /* 8 consecutive ids: 8 distinct slots */
         memset(m, 0, sizeof(m));
         for (uint32_t i = 0; i < 7; i++) {
             uint64_t len = sim_rng_range(&rng, 1, 30000);
@@ -534,7 +541,8 @@ static void test_reasm_orders(void)
         problems += feed(&t, m, pc, order, total, why, sizeof(why));
     }
     check(0 == problems, "reasm/interleaved_messages", "%d problems, first: %s", problems, why);
-    check(a.gets == a.puts && a.gets > 0, "reasm/buffers_balanced", "gets=%d puts=%d", a.gets, a.puts);
+    check(a.gets == a.puts && a.gets > 0, "reasm/buffers_balanced", "gets=%d puts=%d", a.gets,
+          a.puts);
     usnic_reasm_table_fini(&t);
 }
 
@@ -556,16 +564,17 @@ static void test_reasm_check(void)
     ok = USNIC_PKT_OK == r && NULL == done;
     check(ok && USNIC_PKT_OK == usnic_reasm_check(&t, 10, 5000, 7), "reasm/check_same_fragment_ok",
           "r=%s", usnic_drop_reason_name(r));
-    check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 5001, 7)
-              && USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 4999, 7)
-              && USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, UINT64_MAX, 7),
+    check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 5001, 7) &&
+              USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 4999, 7) &&
+              USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, UINT64_MAX, 7),
           "reasm/check_other_msg_len_is_chunk_range", "different msg_len accepted");
     check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 5000, 8),
           "reasm/check_other_tag_is_chunk_range", "different tag accepted");
-    check(USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 14, 5000, 7)
-              && USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 10 + 4 * 1000, 100, 1),
+    check(USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 14, 5000, 7) &&
+              USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 10 + 4 * 1000, 100, 1),
           "reasm/check_other_msg_id_in_slot_is_reassembly", "slot sharing accepted");
-    check(USNIC_PKT_OK == usnic_reasm_check(&t, 11, 100, 1), "reasm/check_other_slot_ok", "refused");
+    check(USNIC_PKT_OK == usnic_reasm_check(&t, 11, 100, 1), "reasm/check_other_slot_ok",
+          "refused");
 
     /* finish 10, then 14 may have the slot */
     usnic_reasm_add(&t, 10, 5000, 1400, data, 1400, 7, &done);
@@ -576,14 +585,14 @@ static void test_reasm_check(void)
     if (done) {
         usnic_reasm_release(&t, done);
     }
-    check(ok && USNIC_PKT_OK == usnic_reasm_check(&t, 14, 5000, 7),
-          "reasm/slot_free_after_release", "completion or release wrong");
+    check(ok && USNIC_PKT_OK == usnic_reasm_check(&t, 14, 5000, 7), "reasm/slot_free_after_release",
+          "completion or release wrong");
 
     /* no buffer: REASSEMBLY, nothing half-set-up left behind */
     a.fail = 1;
     r = usnic_reasm_add(&t, 21, 3000, 0, data, 1400, 2, &done);
-    ok = USNIC_DROP_REASSEMBLY == r && NULL == done && !t.slots[1].active
-         && USNIC_PKT_OK == usnic_reasm_check(&t, 25, 10, 1);
+    ok = USNIC_DROP_REASSEMBLY == r && NULL == done && !t.slots[1].active &&
+         USNIC_PKT_OK == usnic_reasm_check(&t, 25, 10, 1);
     r = usnic_reasm_add(&t, 21, 3000, 0, data, 1400, 2, &done);
     check(ok && USNIC_PKT_OK == r && t.slots[1].active && t.slots[1].msg_id == 21,
           "reasm/alloc_failure_is_reassembly_and_retryable", "r=%s", usnic_drop_reason_name(r));
@@ -614,8 +623,10 @@ static void test_reg_direct(void)
     ok = ok && t.count == 3 && k[0] != k[1] && k[1] != k[2];
     for (int i = 0; i < 3; i++) {
         ok = ok && USNIC_PKT_OK == usnic_reg_resolve(&t, k[i], 0, 4096, &dest) && dest == bufs[i];
-        ok = ok && USNIC_PKT_OK == usnic_reg_resolve(&t, k[i], 1000, 24, &dest) && dest == bufs[i] + 1000;
-        ok = ok && USNIC_PKT_OK == usnic_reg_resolve(&t, k[i], 4095, 1, &dest) && dest == bufs[i] + 4095;
+        ok = ok && USNIC_PKT_OK == usnic_reg_resolve(&t, k[i], 1000, 24, &dest) &&
+             dest == bufs[i] + 1000;
+        ok = ok && USNIC_PKT_OK == usnic_reg_resolve(&t, k[i], 4095, 1, &dest) &&
+             dest == bufs[i] + 4095;
     }
     check(ok, "reg/put_inside_resolves_to_right_address", "resolve inside a registration wrong");
 
@@ -647,16 +658,16 @@ static void test_reg_direct(void)
     /* deregistered */
     stale = k[1];
     ok = 0 == usnic_reg_remove(&t, stale) && t.count == 2;
-    check(ok && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, stale, 0, 1, &dest)
-              && -1 == usnic_reg_remove(&t, stale),
+    check(ok && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, stale, 0, 1, &dest) &&
+              -1 == usnic_reg_remove(&t, stale),
           "reg/deregistered_key_rejected", "stale key still resolves or removes twice");
 
     /* the slot is reused with a new generation: the old key stays dead */
     ok = 0 == usnic_reg_add(&t, (uint64_t) (uintptr_t) bufs[1], 100, &fresh);
-    check(ok && (uint32_t) fresh == (uint32_t) stale && fresh != stale
-              && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, stale, 0, 1, &dest)
-              && USNIC_PKT_OK == usnic_reg_resolve(&t, fresh, 0, 100, &dest) && dest == bufs[1]
-              && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, fresh, 0, 101, &dest),
+    check(ok && (uint32_t) fresh == (uint32_t) stale && fresh != stale &&
+              USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, stale, 0, 1, &dest) &&
+              USNIC_PKT_OK == usnic_reg_resolve(&t, fresh, 0, 100, &dest) && dest == bufs[1] &&
+              USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, fresh, 0, 101, &dest),
           "reg/stale_generation_after_reuse_rejected", "fresh=%#" PRIx64 " stale=%#" PRIx64, fresh,
           stale);
 
@@ -665,9 +676,10 @@ static void test_reg_direct(void)
         uint64_t next_key, k2;
         ok = 0 == usnic_reg_remove(&t, k[2]);
         next_key = k[2] + (1ull << 32);
-        ok = ok && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, next_key, 0, 1, &dest)
-             && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, k[2], 0, 1, &dest);
-        ok = ok && 0 == usnic_reg_add(&t, (uint64_t) (uintptr_t) bufs[2], 4096, &k2) && k2 == next_key;
+        ok = ok && USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, next_key, 0, 1, &dest) &&
+             USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, k[2], 0, 1, &dest);
+        ok = ok && 0 == usnic_reg_add(&t, (uint64_t) (uintptr_t) bufs[2], 4096, &k2) &&
+             k2 == next_key;
         k[2] = k2;
         check(ok, "reg/free_slot_next_generation_key_rejected",
               "a key for a free slot resolved (freed registration still reachable)");
@@ -693,7 +705,9 @@ static void test_reg_direct(void)
 
     /* growth past the initial capacity, removal of every other one, reuse */
     {
-        enum { N = 300 };
+        enum {
+            N = 300
+        };
         static uint8_t big[N][16];
         uint64_t keys[N];
         ok = true;
@@ -705,7 +719,8 @@ static void test_reg_direct(void)
         }
         for (int i = 0; i < N; i++) {
             enum usnic_drop_reason r = usnic_reg_resolve(&t, keys[i], 8, 8, &dest);
-            ok = ok && ((i & 1) ? (USNIC_PKT_OK == r && dest == big[i] + 8) : USNIC_DROP_PUT_RANGE == r);
+            ok = ok &&
+                 ((i & 1) ? (USNIC_PKT_OK == r && dest == big[i] + 8) : USNIC_DROP_PUT_RANGE == r);
         }
         ok = ok && t.count == 3 + N / 2;
         check(ok, "reg/growth_and_reuse", "count=%u", t.count);
@@ -755,9 +770,9 @@ static void test_unknown_sender(void)
     sim_hdr_init(&h, USNIC_PKT_CHUNK, 0, 1, 0xBEEF, JOB, exp, 0);
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, NULL, pay, sizeof(pay));
     sim_deliver_now(&s, SIM_B, buf, len);
-    check(s.ep[1].drops[USNIC_DROP_SENDER] == 2 && s.ep[1].rx_nlog == 0 && 0 == s.ep[1].st.unexpected
-              && s.ep[1].rel.rx.expected == exp && 0 == s.ep[1].st.reasm_live
-              && !s.ep[1].rel.rx.ack_owed,
+    check(s.ep[1].drops[USNIC_DROP_SENDER] == 2 && s.ep[1].rx_nlog == 0 &&
+              0 == s.ep[1].st.unexpected && s.ep[1].rel.rx.expected == exp &&
+              0 == s.ep[1].st.reasm_live && !s.ep[1].rel.rx.ack_owed,
           "sender/unknown_module_dropped_not_delivered", "SENDER=%" PRIu64 " delivered=%zu",
           s.ep[1].drops[USNIC_DROP_SENDER], s.ep[1].rx_nlog);
 
@@ -773,19 +788,20 @@ static void test_unknown_sender(void)
     }
     sim_step(&s);
     released = s.ep[0].st.released;
-    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, 0, 0xDEAD, JOB, 0, s.ep[0].rel.tx.next - 1u);
+    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, 0, 0xDEAD, JOB, 0,
+                 s.ep[0].rel.tx.next - 1u);
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
     sim_deliver_now(&s, SIM_A, buf, len);
-    check(s.ep[0].drops[USNIC_DROP_SENDER] == 1 && s.ep[0].st.released == released
-              && usnic_rel_tx_inflight(&s.ep[0].rel) == 20,
+    check(s.ep[0].drops[USNIC_DROP_SENDER] == 1 && s.ep[0].st.released == released &&
+              usnic_rel_tx_inflight(&s.ep[0].rel) == 20,
           "sender/unknown_module_ack_releases_nothing", "released %" PRIu64 " -> %" PRIu64,
           released, s.ep[0].st.released);
 
     /* a module B stops recognising: everything from it is dropped, nothing delivered */
     sim_forget_sender(&s, SIM_B, s.cfg.module_id[0]);
     rc = sim_run(&s, 50 * 1000000ull);
-    check(0 != rc && s.ep[1].drops[USNIC_DROP_SENDER] > 20 && s.ep[1].rx_nlog == 0
-              && s.ep[0].msgs[0].delivered == 0,
+    check(0 != rc && s.ep[1].drops[USNIC_DROP_SENDER] > 20 && s.ep[1].rx_nlog == 0 &&
+              s.ep[0].msgs[0].delivered == 0,
           "sender/forgotten_module_never_delivered", "rc=%d SENDER=%" PRIu64 " delivered=%zu", rc,
           s.ep[1].drops[USNIC_DROP_SENDER], s.ep[1].rx_nlog);
     sim_fini(&s);
@@ -797,8 +813,8 @@ static void test_unknown_sender(void)
     }
     rc = sim_run(&s, 1000 * 1000000ull);
     rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
-    check(0 == rc && 0 == s.ep[1].drops[USNIC_DROP_SENDER], "sender/known_module_delivered", "%s %s",
-          why, s.err);
+    check(0 == rc && 0 == s.ep[1].drops[USNIC_DROP_SENDER], "sender/known_module_delivered",
+          "%s %s", why, s.err);
     sim_fini(&s);
 }
 
@@ -829,8 +845,8 @@ static void bad_put(struct sim *s, const char *name, uint64_t key, uint64_t reg_
     for (size_t i = 0; i < memlen; i++) {
         same = same && mem[i] == (snap ? snap[i] : 0x22);
     }
-    check(same && s->ep[1].drops[USNIC_DROP_PUT_RANGE] == drops + 1 && s->ep[1].rel.rx.expected == exp
-              && 0 == s->ep[1].st.unexpected,
+    check(same && s->ep[1].drops[USNIC_DROP_PUT_RANGE] == drops + 1 &&
+              s->ep[1].rel.rx.expected == exp && 0 == s->ep[1].st.unexpected,
           name, "PUT_RANGE %" PRIu64 " -> %" PRIu64 ", expected %u -> %u, memory %s", drops,
           s->ep[1].drops[USNIC_DROP_PUT_RANGE], exp, s->ep[1].rel.rx.expected,
           same ? "untouched" : "WRITTEN");
@@ -929,11 +945,20 @@ static void test_dump(void)
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, &ph, pay, sizeof(pay));
     n = usnic_pkt_dump(buf, len, full, sizeof(full));
     {
-        static const char *const want[] = {
-            "version=1",        "type=PUT",         "flags=0x03",        "tag=171",
-            "src_module=305419896", "job_key=0x0123456789abcdef", " seq=4000000000",
-            "ack_seq=3999999999", "payload_len=5",  "msg_id=77",         "msg_len=123456789012",
-            " offset=1400",     "reg_key=0xfedcba9876543210", "reg_offset=98765"};
+        static const char *const want[] = {"version=1",
+                                           "type=PUT",
+                                           "flags=0x03",
+                                           "tag=171",
+                                           "src_module=305419896",
+                                           "job_key=0x0123456789abcdef",
+                                           " seq=4000000000",
+                                           "ack_seq=3999999999",
+                                           "payload_len=5",
+                                           "msg_id=77",
+                                           "msg_len=123456789012",
+                                           " offset=1400",
+                                           "reg_key=0xfedcba9876543210",
+                                           "reg_offset=98765"};
         const char *missing = NULL;
         for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
             if (!has(full, want[i])) {
@@ -948,10 +973,10 @@ static void test_dump(void)
     sim_hdr_init(&h, USNIC_PKT_CHUNK, 0x01, 3, 9, JOB, 5, 4);
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, NULL, pay, sizeof(pay));
     n = usnic_pkt_dump(buf, len, out, sizeof(out));
-    check(has(out, "type=CHUNK") && has(out, "msg_id=77") && has(out, "msg_len=123456789012")
-              && has(out, " offset=1400") && !has(out, "reg_key") && has(out, " seq=5")
-              && has(out, "ack_seq=4") && has(out, "tag=3") && has(out, "src_module=9")
-              && n == strlen(out),
+    check(has(out, "type=CHUNK") && has(out, "msg_id=77") && has(out, "msg_len=123456789012") &&
+              has(out, " offset=1400") && !has(out, "reg_key") && has(out, " seq=5") &&
+              has(out, "ack_seq=4") && has(out, "tag=3") && has(out, "src_module=9") &&
+              n == strlen(out),
           "dump/chunk_fields", "\"%s\"", out);
 
     sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 3, 9, JOB, 5, 4);
@@ -1006,7 +1031,8 @@ static void test_dump(void)
         bad += !ok;
     }
     n = usnic_pkt_dump(NULL, 100, out, sizeof(out));
-    check(0 == bad && n == strlen(out) && has(out, "short"), "dump/truncated_packets", "%d bad", bad);
+    check(0 == bad && n == strlen(out) && has(out, "short"), "dump/truncated_packets", "%d bad",
+          bad);
 
     /* every output size, exact-size output buffers: no overrun, NUL-terminated prefix */
     n = usnic_pkt_dump(buf, len, full, sizeof(full));
@@ -1019,8 +1045,8 @@ static void test_dump(void)
         if (0 == ol) {
             bad += (0 != m || 'X' != o[0]);
         } else {
-            bad += (m != strlen(o) || m >= ol || m != (ol - 1 < n ? ol - 1 : n)
-                    || 0 != strncmp(o, full, m));
+            bad += (m != strlen(o) || m >= ol || m != (ol - 1 < n ? ol - 1 : n) ||
+                    0 != strncmp(o, full, m));
         }
         free(o);
     }
@@ -1046,14 +1072,14 @@ static void test_names(void)
             ok = ok && strcmp(n, usnic_drop_reason_name((enum usnic_drop_reason) j));
         }
     }
-    ok = ok && !strcmp(usnic_drop_reason_name(USNIC_DROP__COUNT), "UNKNOWN")
-         && !strcmp(usnic_drop_reason_name((enum usnic_drop_reason) -1), "UNKNOWN")
-         && !strcmp(usnic_drop_reason_name(USNIC_DROP_PUT_RANGE), "PUT_RANGE");
-    ok = ok && !strcmp(usnic_pkt_type_name(USNIC_PKT_ACK), "ACK")
-         && !strcmp(usnic_pkt_type_name(USNIC_PKT_FRAG), "FRAG")
-         && !strcmp(usnic_pkt_type_name(USNIC_PKT_CHUNK), "CHUNK")
-         && !strcmp(usnic_pkt_type_name(USNIC_PKT_PUT), "PUT")
-         && !strcmp(usnic_pkt_type_name(0), "UNKNOWN") && !strcmp(usnic_pkt_type_name(5), "UNKNOWN");
+    ok = ok && !strcmp(usnic_drop_reason_name(USNIC_DROP__COUNT), "UNKNOWN") &&
+         !strcmp(usnic_drop_reason_name((enum usnic_drop_reason) - 1), "UNKNOWN") &&
+         !strcmp(usnic_drop_reason_name(USNIC_DROP_PUT_RANGE), "PUT_RANGE");
+    ok = ok && !strcmp(usnic_pkt_type_name(USNIC_PKT_ACK), "ACK") &&
+         !strcmp(usnic_pkt_type_name(USNIC_PKT_FRAG), "FRAG") &&
+         !strcmp(usnic_pkt_type_name(USNIC_PKT_CHUNK), "CHUNK") &&
+         !strcmp(usnic_pkt_type_name(USNIC_PKT_PUT), "PUT") &&
+         !strcmp(usnic_pkt_type_name(0), "UNKNOWN") && !strcmp(usnic_pkt_type_name(5), "UNKNOWN");
     check(ok, "names/drop_reasons_and_types", "a name is missing, duplicated or wrong");
 }
 
@@ -1087,9 +1113,9 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
     }
     memcpy(&h, b, sizeof(h));
     hl = hdr_len_of(h.type);
-    if (h.version != USNIC_PROTO_VERSION || 0 == hl || (h.flags & ~(unsigned) USNIC_PKT_FLAGS_KNOWN)
-        || 0 != h.reserved
-        || h.job_key != JOB || len < hl || (uint64_t) h.payload_len + hl != len) {
+    if (h.version != USNIC_PROTO_VERSION || 0 == hl ||
+        (h.flags & ~(unsigned) USNIC_PKT_FLAGS_KNOWN) || 0 != h.reserved || h.job_key != JOB ||
+        len < hl || (uint64_t) h.payload_len + hl != len) {
         return false;
     }
     /* a selective-ACK bitmap, only on ACK packets, is their whole payload */
@@ -1097,15 +1123,16 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
         return false;
     }
     if (USNIC_PKT_ACK == h.type) {
-        return (h.flags & USNIC_PKT_FLAG_ACK)
-               && h.payload_len == ((h.flags & USNIC_PKT_FLAG_SACK) ? sizeof(struct usnic_sack) : 0);
+        return (h.flags & USNIC_PKT_FLAG_ACK) &&
+               h.payload_len == ((h.flags & USNIC_PKT_FLAG_SACK) ? sizeof(struct usnic_sack) : 0);
     }
     if (USNIC_PKT_FRAG == h.type) {
         return true;
     }
     memcpy(&c, b + 32, sizeof(c));
-    if (0 != c.reserved || 0 == c.msg_len || 0 == h.payload_len || (USNIC_PKT_CHUNK == h.type && c.msg_len > max)
-        || c.offset > c.msg_len || h.payload_len > c.msg_len - c.offset) {
+    if (0 != c.reserved || 0 == c.msg_len || 0 == h.payload_len ||
+        (USNIC_PKT_CHUNK == h.type && c.msg_len > max) || c.offset > c.msg_len ||
+        h.payload_len > c.msg_len - c.offset) {
         return false;
     }
     if (USNIC_PKT_PUT == h.type) {
@@ -1118,18 +1145,30 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
 static uint64_t interesting(struct sim_rng *r, size_t len)
 {
     switch (sim_rng_below(r, 12)) {
-    case 0: return 0;
-    case 1: return 1;
-    case 2: return UINT64_MAX;
-    case 3: return UINT64_MAX - sim_rng_below(r, 4096);
-    case 4: return 0xFFFFFFFFu;
-    case 5: return 0x80000000u;
-    case 6: return len;
-    case 7: return len - 32;
-    case 8: return len - USNIC_HDR_LEN_CHUNK;
-    case 9: return len - USNIC_HDR_LEN_PUT;
-    case 10: return sim_rng_below(r, 3000);
-    default: return sim_rng_next(r);
+    case 0:
+        return 0;
+    case 1:
+        return 1;
+    case 2:
+        return UINT64_MAX;
+    case 3:
+        return UINT64_MAX - sim_rng_below(r, 4096);
+    case 4:
+        return 0xFFFFFFFFu;
+    case 5:
+        return 0x80000000u;
+    case 6:
+        return len;
+    case 7:
+        return len - 32;
+    case 8:
+        return len - USNIC_HDR_LEN_CHUNK;
+    case 9:
+        return len - USNIC_HDR_LEN_PUT;
+    case 10:
+        return sim_rng_below(r, 3000);
+    default:
+        return sim_rng_next(r);
     }
 }
 
@@ -1142,9 +1181,9 @@ static size_t random_valid(struct sim_rng *r, uint8_t *b, uint64_t max)
     uint8_t pay[1500];
     unsigned type = 1 + (unsigned) sim_rng_below(r, 4);
     uint32_t plen = (USNIC_PKT_ACK == type) ? 0 : (uint32_t) sim_rng_range(r, 1, 1400);
-    unsigned flags = (USNIC_PKT_ACK == type ? USNIC_PKT_FLAG_ACK : 0)
-                     | (unsigned) sim_rng_below(r, 2) * USNIC_PKT_FLAG_ACK
-                     | (unsigned) sim_rng_below(r, 2) * USNIC_PKT_FLAG_ACK_REQ;
+    unsigned flags = (USNIC_PKT_ACK == type ? USNIC_PKT_FLAG_ACK : 0) |
+                     (unsigned) sim_rng_below(r, 2) * USNIC_PKT_FLAG_ACK |
+                     (unsigned) sim_rng_below(r, 2) * USNIC_PKT_FLAG_ACK_REQ;
     uint64_t msg_len;
 
     if (USNIC_PKT_ACK == type && sim_rng_below(r, 2)) {
@@ -1152,8 +1191,7 @@ static size_t random_valid(struct sim_rng *r, uint8_t *b, uint64_t max)
         plen = sizeof(struct usnic_sack);
     }
     sim_msg_fill(sim_rng_next(r), 0, pay, plen);
-    sim_hdr_init(&h, type, flags,
-                 (unsigned) sim_rng_below(r, 256), (uint32_t) sim_rng_next(r), JOB,
+    sim_hdr_init(&h, type, flags, (unsigned) sim_rng_below(r, 256), (uint32_t) sim_rng_next(r), JOB,
                  (uint32_t) sim_rng_next(r), (uint32_t) sim_rng_next(r));
     msg_len = sim_rng_range(r, plen, (max < 1000000 ? max : 1000000));
     if (msg_len < plen) {
@@ -1173,8 +1211,8 @@ static void mutate(struct sim_rng *r, uint8_t *b, size_t *len)
 {
     static const struct {
         size_t off, size;
-    } fields[] = {{0, 1},  {1, 1},  {2, 1},  {3, 1},  {4, 4},  {8, 8},  {16, 4},
-                  {20, 4}, {24, 4}, {28, 4}, {32, 4}, {40, 8}, {48, 8}, {56, 8}, {64, 8}};
+    } fields[] = {{0, 1},  {1, 1},  {2, 1},  {3, 1},  {4, 4},  {8, 8},  {16, 4}, {20, 4},
+                  {24, 4}, {28, 4}, {32, 4}, {40, 8}, {48, 8}, {56, 8}, {64, 8}};
     int n = 1 + (int) sim_rng_below(r, 3);
 
     for (int i = 0; i < n; i++) {
@@ -1220,7 +1258,9 @@ static void mutate(struct sim_rng *r, uint8_t *b, size_t *len)
 
 static void test_fuzz(void)
 {
-    enum { ITER = 200000 };
+    enum {
+        ITER = 200000
+    };
     static uint64_t work[512];
     uint8_t *w = (uint8_t *) work;
     struct sim_rng r;
@@ -1275,16 +1315,16 @@ static void test_fuzz(void)
         if (USNIC_PKT_OK == got) {
             size_t hl = hdr_len_of(copy[1]);
             bool chunked = copy[1] == USNIC_PKT_CHUNK || copy[1] == USNIC_PKT_PUT;
-            if ((const void *) v.hdr != copy || v.payload != copy + hl
-                || (size_t) v.payload_len != len - hl
-                || (chunked ? (const void *) v.chunk != copy + 32 : NULL != v.chunk)
-                || (copy[1] == USNIC_PKT_PUT ? (const void *) v.put != copy + USNIC_HDR_LEN_CHUNK
-                                             : NULL != v.put)) {
+            if ((const void *) v.hdr != copy || v.payload != copy + hl ||
+                (size_t) v.payload_len != len - hl ||
+                (chunked ? (const void *) v.chunk != copy + 32 : NULL != v.chunk) ||
+                (copy[1] == USNIC_PKT_PUT ? (const void *) v.put != copy + USNIC_HDR_LEN_CHUNK
+                                          : NULL != v.put)) {
                 view_bad++;
             }
-        } else if (got != USNIC_DROP_SHORT && got != USNIC_DROP_VERSION && got != USNIC_DROP_TYPE
-                   && got != USNIC_DROP_JOB_KEY && got != USNIC_DROP_LENGTH
-                   && got != USNIC_DROP_CHUNK_RANGE && got != USNIC_DROP_PUT_RANGE) {
+        } else if (got != USNIC_DROP_SHORT && got != USNIC_DROP_VERSION && got != USNIC_DROP_TYPE &&
+                   got != USNIC_DROP_JOB_KEY && got != USNIC_DROP_LENGTH &&
+                   got != USNIC_DROP_CHUNK_RANGE && got != USNIC_DROP_PUT_RANGE) {
             odd_reason++;
         }
         if (0 == it % 4) { /* dump the same input into a random small output */
@@ -1305,7 +1345,7 @@ static void test_fuzz(void)
     check(0 == dump_bad, "fuzz/dump_bounded", "%" PRIu64 " bad dumps", dump_bad);
     {
         static const enum usnic_drop_reason need[] = {
-            USNIC_PKT_OK,      USNIC_DROP_SHORT,  USNIC_DROP_VERSION,     USNIC_DROP_TYPE,
+            USNIC_PKT_OK,       USNIC_DROP_SHORT,  USNIC_DROP_VERSION,     USNIC_DROP_TYPE,
             USNIC_DROP_JOB_KEY, USNIC_DROP_LENGTH, USNIC_DROP_CHUNK_RANGE, USNIC_DROP_PUT_RANGE};
         const char *missing = NULL;
         for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {

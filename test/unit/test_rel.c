@@ -16,16 +16,18 @@
 
 #define MS 1000000ull
 #define US 1000ull
-#define SIM_LIMIT_NS (20ull * 1000 * MS) /* 20 s of simulated time (the 30% loss run needs < 1 s) */
+#define SIM_LIMIT_NS (20ull * 1000 * MS) /* 20 s of simulated time (the 30% loss run needs < 1 s)  \
+                                          */
 
 /* ================================================================ seq helpers */
 
 static void test_seq_helpers(void)
 {
-    static const uint32_t vals[] = {0, 1, 2, 0x7FFFFFFEu, 0x7FFFFFFFu, 0x80000000u, 0x80000001u,
-                                    0xFFFFFFFEu, 0xFFFFFFFFu, 12345u, 0xDEADBEEFu};
-    static const uint32_t dists[] = {1, 2, 3, 255, 256, 65535, 0x40000000u, 0x7FFFFFFEu,
-                                     0x7FFFFFFFu};
+    static const uint32_t vals[] = {0,           1,           2,           0x7FFFFFFEu,
+                                    0x7FFFFFFFu, 0x80000000u, 0x80000001u, 0xFFFFFFFEu,
+                                    0xFFFFFFFFu, 12345u,      0xDEADBEEFu};
+    static const uint32_t dists[] = {1,     2,           3,           255,        256,
+                                     65535, 0x40000000u, 0x7FFFFFFEu, 0x7FFFFFFFu};
     const size_t nv = sizeof(vals) / sizeof(vals[0]), nd = sizeof(dists) / sizeof(dists[0]);
     struct sim_rng rng;
     char why[200] = "";
@@ -36,8 +38,8 @@ static void test_seq_helpers(void)
 
     for (size_t i = 0; i < nv; i++) {
         uint32_t a = vals[i];
-        if (usnic_seq_diff(a, a) != 0 || !usnic_seq_le(a, a) || !usnic_seq_ge(a, a)
-            || usnic_seq_lt(a, a) || usnic_seq_gt(a, a)) {
+        if (usnic_seq_diff(a, a) != 0 || !usnic_seq_le(a, a) || !usnic_seq_ge(a, a) ||
+            usnic_seq_lt(a, a) || usnic_seq_gt(a, a)) {
             if (!bad++) {
                 snprintf(why, sizeof(why), "a=%#x compared with itself", a);
             }
@@ -46,11 +48,11 @@ static void test_seq_helpers(void)
     check(0 == bad, "seq/equal", "%s", why);
 
     bad = 0;
-    if (usnic_seq_diff(0, 0xFFFFFFFFu) != 1 || usnic_seq_diff(0xFFFFFFFFu, 0) != -1
-        || !usnic_seq_lt(0xFFFFFFFFu, 0) || !usnic_seq_gt(0, 0xFFFFFFFFu)
-        || !usnic_seq_le(0xFFFFFFF0u, 5) || !usnic_seq_ge(5, 0xFFFFFFF0u)
-        || usnic_seq_lt(5, 0xFFFFFFF0u) || usnic_seq_diff(5, 0xFFFFFFF0u) != 21
-        || !usnic_seq_lt(0x7FFFFFFFu, 0x80000000u) || usnic_seq_diff(0x80000000u, 0x7FFFFFFFu) != 1) {
+    if (usnic_seq_diff(0, 0xFFFFFFFFu) != 1 || usnic_seq_diff(0xFFFFFFFFu, 0) != -1 ||
+        !usnic_seq_lt(0xFFFFFFFFu, 0) || !usnic_seq_gt(0, 0xFFFFFFFFu) ||
+        !usnic_seq_le(0xFFFFFFF0u, 5) || !usnic_seq_ge(5, 0xFFFFFFF0u) ||
+        usnic_seq_lt(5, 0xFFFFFFF0u) || usnic_seq_diff(5, 0xFFFFFFF0u) != 21 ||
+        !usnic_seq_lt(0x7FFFFFFFu, 0x80000000u) || usnic_seq_diff(0x80000000u, 0x7FFFFFFFu) != 1) {
         bad = 1;
     }
     check(0 == bad, "seq/across_zero_and_sign", "wrap-around comparisons wrong");
@@ -60,10 +62,10 @@ static void test_seq_helpers(void)
     for (size_t i = 0; i < nv; i++) {
         for (size_t j = 0; j < nd; j++) {
             uint32_t a = vals[i], d = dists[j], b = a + d;
-            if (usnic_seq_diff(b, a) != (int32_t) d || usnic_seq_diff(a, b) != -(int32_t) d
-                || !usnic_seq_gt(b, a) || !usnic_seq_ge(b, a) || usnic_seq_lt(b, a)
-                || usnic_seq_le(b, a) || !usnic_seq_lt(a, b) || !usnic_seq_le(a, b)
-                || usnic_seq_gt(a, b) || usnic_seq_ge(a, b)) {
+            if (usnic_seq_diff(b, a) != (int32_t) d || usnic_seq_diff(a, b) != -(int32_t) d ||
+                !usnic_seq_gt(b, a) || !usnic_seq_ge(b, a) || usnic_seq_lt(b, a) ||
+                usnic_seq_le(b, a) || !usnic_seq_lt(a, b) || !usnic_seq_le(a, b) ||
+                usnic_seq_gt(a, b) || usnic_seq_ge(a, b)) {
                 if (!bad++) {
                     snprintf(why, sizeof(why), "a=%#x b=a+%#x", a, d);
                 }
@@ -78,9 +80,9 @@ static void test_seq_helpers(void)
         uint32_t a = (uint32_t) sim_rng_next(&rng);
         uint32_t d = (uint32_t) sim_rng_range(&rng, 1, 0x7FFFFFFFu);
         uint32_t b = a + d;
-        if (usnic_seq_diff(b, a) != (int32_t) d || !usnic_seq_lt(a, b) || usnic_seq_lt(b, a)
-            || usnic_seq_gt(a, b) != usnic_seq_lt(b, a) || usnic_seq_le(a, b) != usnic_seq_ge(b, a)
-            || usnic_seq_le(b, a)) {
+        if (usnic_seq_diff(b, a) != (int32_t) d || !usnic_seq_lt(a, b) || usnic_seq_lt(b, a) ||
+            usnic_seq_gt(a, b) != usnic_seq_lt(b, a) || usnic_seq_le(a, b) != usnic_seq_ge(b, a) ||
+            usnic_seq_le(b, a)) {
             if (!bad++) {
                 snprintf(why, sizeof(why), "a=%#x d=%#x", a, d);
             }
@@ -172,13 +174,13 @@ static void test_rel_init(void)
     check_seed = 0;
     memset(&r, 0, sizeof(r));
     ok = 0 == usnic_rel_init(&rel, &rec_ops, &r, 5, 3, 0xFFFFFFFFu, 0, 3);
-    ok = ok && rel.tx.win_size == 8 && rel.rx.win_size == 4 && rel.tx.next == 0xFFFFFFFFu
-         && rel.tx.acked == 0xFFFFFFFEu && rel.rx.expected == 0 && usnic_rel_tx_inflight(&rel) == 0
-         && usnic_rel_tx_window_open(&rel) && usnic_rel_rx_ack_value(&rel) == 0xFFFFFFFFu
-         && usnic_rel_tx_oldest(&rel) == NULL && !usnic_rel_ack_due(&rel, 1000000, 1);
+    ok = ok && rel.tx.win_size == 8 && rel.rx.win_size == 4 && rel.tx.next == 0xFFFFFFFFu &&
+         rel.tx.acked == 0xFFFFFFFEu && rel.rx.expected == 0 && usnic_rel_tx_inflight(&rel) == 0 &&
+         usnic_rel_tx_window_open(&rel) && usnic_rel_rx_ack_value(&rel) == 0xFFFFFFFFu &&
+         usnic_rel_tx_oldest(&rel) == NULL && !usnic_rel_ack_due(&rel, 1000000, 1);
     usnic_rel_fini(&rel);
-    ok = ok && 0 == usnic_rel_init(&rel, &rec_ops, &r, 0, 1, 7, 9, 3) && rel.tx.win_size == 1
-         && rel.rx.win_size == 1;
+    ok = ok && 0 == usnic_rel_init(&rel, &rec_ops, &r, 0, 1, 7, 9, 3) && rel.tx.win_size == 1 &&
+         rel.rx.win_size == 1;
     usnic_rel_fini(&rel);
     check(ok, "rel/init_rounding_and_isn", "window rounding or initial state wrong");
 }
@@ -198,8 +200,8 @@ static void test_rel_window_direct(void)
         if (!usnic_rel_tx_window_open(&rel)) {
             ok = false;
         }
-        if (usnic_rel_tx_push(&rel, &segs[i]) != isn + (uint32_t) i || segs[i].seq != isn + (uint32_t) i
-            || segs[i].state != USNIC_REL_SEG_IN_WINDOW) {
+        if (usnic_rel_tx_push(&rel, &segs[i]) != isn + (uint32_t) i ||
+            segs[i].seq != isn + (uint32_t) i || segs[i].state != USNIC_REL_SEG_IN_WINDOW) {
             seqs_ok = false;
         }
         usnic_rel_tx_sent(&rel, &segs[i]);
@@ -210,18 +212,18 @@ static void test_rel_window_direct(void)
           usnic_rel_tx_window_open(&rel), usnic_rel_tx_inflight(&rel), r.arms);
 
     released = usnic_rel_tx_ack(&rel, isn + 2u, false);
-    check(released == 3 && r.acked == 3 && r.cancels == 3 && !r.order_bad
-              && usnic_rel_tx_window_open(&rel) && usnic_rel_tx_inflight(&rel) == 5
-              && usnic_rel_tx_oldest(&rel) == &segs[3],
+    check(released == 3 && r.acked == 3 && r.cancels == 3 && !r.order_bad &&
+              usnic_rel_tx_window_open(&rel) && usnic_rel_tx_inflight(&rel) == 5 &&
+              usnic_rel_tx_oldest(&rel) == &segs[3],
           "rel/ack_reopens_window", "released=%d acked=%d cancels=%d inflight=%u", released,
           r.acked, r.cancels, usnic_rel_tx_inflight(&rel));
 
     push_sent(&rel, &segs[8], 3);
     ok = !usnic_rel_tx_window_open(&rel);
     released = usnic_rel_tx_ack(&rel, isn + 10u, true);
-    check(ok && released == 8 && r.acked == 11 && !r.order_bad && !r.state_bad
-              && usnic_rel_tx_inflight(&rel) == 0 && usnic_rel_tx_oldest(&rel) == NULL
-              && rel.tx.acked == isn + 10u,
+    check(ok && released == 8 && r.acked == 11 && !r.order_bad && !r.state_bad &&
+              usnic_rel_tx_inflight(&rel) == 0 && usnic_rel_tx_oldest(&rel) == NULL &&
+              rel.tx.acked == isn + 10u,
           "rel/ack_all_across_wrap", "released=%d acked=%d inflight=%u", released, r.acked,
           usnic_rel_tx_inflight(&rel));
     usnic_rel_fini(&rel);
@@ -247,8 +249,8 @@ static void test_rel_bad_ack(void)
             }
         }
     }
-    check(ok && rel.stats.bad_acks == 12 && r.acked == 0 && r.cancels == 0 && r.resends == 0
-              && usnic_rel_tx_inflight(&rel) == 5 && rel.tx.acked == 99 && rel.tx.dup_acks == 0,
+    check(ok && rel.stats.bad_acks == 12 && r.acked == 0 && r.cancels == 0 && r.resends == 0 &&
+              usnic_rel_tx_inflight(&rel) == 5 && rel.tx.acked == 99 && rel.tx.dup_acks == 0,
           "rel/bad_ack_rejected_nothing_released",
           "ok=%d bad_acks=%" PRIu64 " acked=%d cancels=%d inflight=%u tx.acked=%u", ok,
           rel.stats.bad_acks, r.acked, r.cancels, usnic_rel_tx_inflight(&rel), rel.tx.acked);
@@ -273,8 +275,8 @@ static void test_rel_bad_ack(void)
     /* across the wrap: sent 0xFFFFFFFE, 0xFFFFFFFF, 0; next = 1 */
     rel_setup(&rel, &r, 16, 0xFFFFFFFEu, 0, 3);
     push_sent(&rel, segs, 3);
-    ok = usnic_rel_tx_ack(&rel, 1, false) == -1 && usnic_rel_tx_ack(&rel, 2, true) == -1
-         && r.acked == 0 && usnic_rel_tx_inflight(&rel) == 3;
+    ok = usnic_rel_tx_ack(&rel, 1, false) == -1 && usnic_rel_tx_ack(&rel, 2, true) == -1 &&
+         r.acked == 0 && usnic_rel_tx_inflight(&rel) == 3;
     rc = usnic_rel_tx_ack(&rel, 0, false);
     check(ok && rc == 3 && r.acked == 3 && !r.order_bad, "rel/bad_ack_across_wrap",
           "ok=%d rc=%d acked=%d", ok, rc, r.acked);
@@ -295,15 +297,15 @@ static void test_rel_timeout_resend(void)
     /* only the oldest unacked segment is resent on timeout; a later one is re-armed */
     usnic_rel_tx_timeout(&rel, &segs[1]);
     usnic_rel_tx_timeout(&rel, &segs[2]);
-    check(r.resends == 0 && rel.stats.retrans_timeout == 0 && rel.stats.timer_rearms == 2
-              && r.arms == 5 && (segs[1].state & USNIC_REL_SEG_TIMER)
-              && !(segs[1].state & USNIC_REL_SEG_RESEND),
+    check(r.resends == 0 && rel.stats.retrans_timeout == 0 && rel.stats.timer_rearms == 2 &&
+              r.arms == 5 && (segs[1].state & USNIC_REL_SEG_TIMER) &&
+              !(segs[1].state & USNIC_REL_SEG_RESEND),
           "rel/timeout_of_later_segment_rearms_timer", "resends=%d rearms=%" PRIu64 " arms=%d",
           r.resends, rel.stats.timer_rearms, r.arms);
 
     usnic_rel_tx_timeout(&rel, &segs[0]);
-    ok = r.resends == 1 && r.resent_seq[0] == 50 && rel.stats.retrans_timeout == 1
-         && (segs[0].state & USNIC_REL_SEG_RESEND) && !(segs[0].state & USNIC_REL_SEG_TIMER);
+    ok = r.resends == 1 && r.resent_seq[0] == 50 && rel.stats.retrans_timeout == 1 &&
+         (segs[0].state & USNIC_REL_SEG_RESEND) && !(segs[0].state & USNIC_REL_SEG_TIMER);
     check(ok, "rel/timeout_of_oldest_queues_resend", "resends=%d state=%#x", r.resends,
           segs[0].state);
 
@@ -313,8 +315,8 @@ static void test_rel_timeout_resend(void)
           "resends=%d", r.resends);
 
     usnic_rel_tx_sent(&rel, &segs[0]);
-    check(!(segs[0].state & USNIC_REL_SEG_RESEND) && (segs[0].state & USNIC_REL_SEG_TIMER)
-              && segs[0].sends == 2 && r.arms == 6,
+    check(!(segs[0].state & USNIC_REL_SEG_RESEND) && (segs[0].state & USNIC_REL_SEG_TIMER) &&
+              segs[0].sends == 2 && r.arms == 6,
           "rel/resend_rearms_timer", "state=%#x sends=%u arms=%d", segs[0].state, segs[0].sends,
           r.arms);
 
@@ -344,18 +346,18 @@ static void test_rel_fast_retrans(void)
 
     check_seed = 0;
     rel_setup(&rel, &r, 8, 10, 0, 3);
-    push_sent(&rel, segs, 6); /* 10..15 */
+    push_sent(&rel, segs, 6);                   /* 10..15 */
     ok = usnic_rel_tx_ack(&rel, 10, true) == 1; /* new: releases 10 */
     ok = ok && usnic_rel_tx_ack(&rel, 10, true) == 0 && usnic_rel_tx_ack(&rel, 10, true) == 0;
     check(ok && r.resends == 0 && rel.stats.dup_acks == 2, "rel/two_dup_acks_no_retransmit",
           "resends=%d dup_acks=%" PRIu64, r.resends, rel.stats.dup_acks);
     usnic_rel_tx_ack(&rel, 10, true);
     /* cancels: 10's timer when it was acked, then 11's when it was queued */
-    check(r.resends == 1 && r.resent_seq[0] == 11 && rel.stats.retrans_fast == 1
-              && r.cancels == 2 && (segs[1].state & USNIC_REL_SEG_RESEND)
-              && !(segs[1].state & USNIC_REL_SEG_TIMER),
-          "rel/third_dup_ack_fast_retransmits_oldest", "resends=%d seq=%u fast=%" PRIu64,
-          r.resends, r.resends ? r.resent_seq[0] : 0, rel.stats.retrans_fast);
+    check(r.resends == 1 && r.resent_seq[0] == 11 && rel.stats.retrans_fast == 1 &&
+              r.cancels == 2 && (segs[1].state & USNIC_REL_SEG_RESEND) &&
+              !(segs[1].state & USNIC_REL_SEG_TIMER),
+          "rel/third_dup_ack_fast_retransmits_oldest", "resends=%d seq=%u fast=%" PRIu64, r.resends,
+          r.resends ? r.resent_seq[0] : 0, rel.stats.retrans_fast);
     usnic_rel_tx_ack(&rel, 10, true);
     usnic_rel_tx_ack(&rel, 10, true);
     for (int i = 0; i < 5; i++) {
@@ -420,27 +422,31 @@ static void test_rel_rx_dup_beyond(void)
 
     check_seed = 0;
     rel_setup(&rel, &r, 16, 0, 1000, 3);
-    ok = usnic_rel_rx_check(&rel, 1000) == USNIC_RX_NEW && usnic_rel_rx_check(&rel, 1015) == USNIC_RX_NEW
-         && usnic_rel_rx_check(&rel, 999) == USNIC_RX_DUP
-         && usnic_rel_rx_check(&rel, 1000u - 100000u) == USNIC_RX_DUP
-         && usnic_rel_rx_check(&rel, 1000u - 0x7FFFFFFFu) == USNIC_RX_DUP
-         && usnic_rel_rx_check(&rel, 1016) == USNIC_RX_BEYOND
-         && usnic_rel_rx_check(&rel, 1000u + 0x7FFFFFFFu) == USNIC_RX_BEYOND;
+    ok = usnic_rel_rx_check(&rel, 1000) == USNIC_RX_NEW &&
+         usnic_rel_rx_check(&rel, 1015) == USNIC_RX_NEW &&
+         usnic_rel_rx_check(&rel, 999) == USNIC_RX_DUP &&
+         usnic_rel_rx_check(&rel, 1000u - 100000u) == USNIC_RX_DUP &&
+         usnic_rel_rx_check(&rel, 1000u - 0x7FFFFFFFu) == USNIC_RX_DUP &&
+         usnic_rel_rx_check(&rel, 1016) == USNIC_RX_BEYOND &&
+         usnic_rel_rx_check(&rel, 1000u + 0x7FFFFFFFu) == USNIC_RX_BEYOND;
     check(ok, "rel/rx_check_initial_window", "initial verdicts wrong");
 
     usnic_rel_rx_commit(&rel, 1000, 0);
     usnic_rel_rx_commit(&rel, 1001, 0);
     usnic_rel_rx_commit(&rel, 1005, 0);
     ok = rel.rx.expected == 1002 && usnic_rel_rx_ack_value(&rel) == 1001;
-    check(ok && usnic_rel_rx_check(&rel, 1000) == USNIC_RX_DUP && usnic_rel_rx_check(&rel, 1001) == USNIC_RX_DUP,
+    check(ok && usnic_rel_rx_check(&rel, 1000) == USNIC_RX_DUP &&
+              usnic_rel_rx_check(&rel, 1001) == USNIC_RX_DUP,
           "rel/rx_dup_already_seen_in_order", "expected=%u", rel.rx.expected);
-    check(usnic_rel_rx_check(&rel, 1005) == USNIC_RX_DUP && usnic_rel_rx_check(&rel, 1004) == USNIC_RX_NEW,
+    check(usnic_rel_rx_check(&rel, 1005) == USNIC_RX_DUP &&
+              usnic_rel_rx_check(&rel, 1004) == USNIC_RX_NEW,
           "rel/rx_dup_already_seen_out_of_order", "verdicts wrong for 1004/1005");
-    check(usnic_rel_rx_check(&rel, 1002u - 17u) == USNIC_RX_DUP
-              && usnic_rel_rx_check(&rel, 1002u - 5000u) == USNIC_RX_DUP,
+    check(usnic_rel_rx_check(&rel, 1002u - 17u) == USNIC_RX_DUP &&
+              usnic_rel_rx_check(&rel, 1002u - 5000u) == USNIC_RX_DUP,
           "rel/rx_dup_older_than_window", "old seqs not DUP");
-    check(usnic_rel_rx_check(&rel, 1017) == USNIC_RX_NEW && usnic_rel_rx_check(&rel, 1018) == USNIC_RX_BEYOND
-              && usnic_rel_rx_check(&rel, 1002u + 5000u) == USNIC_RX_BEYOND,
+    check(usnic_rel_rx_check(&rel, 1017) == USNIC_RX_NEW &&
+              usnic_rel_rx_check(&rel, 1018) == USNIC_RX_BEYOND &&
+              usnic_rel_rx_check(&rel, 1002u + 5000u) == USNIC_RX_BEYOND,
           "rel/rx_beyond_window", "window edge wrong");
 
     /* usnic_rel_rx_check() changes nothing */
@@ -461,17 +467,21 @@ static void test_rel_rx_dup_beyond(void)
 
     /* around the wrap */
     rel_setup(&rel, &r, 16, 0, 0xFFFFFFF8u, 3);
-    ok = usnic_rel_rx_check(&rel, 0xFFFFFFF8u) == USNIC_RX_NEW && usnic_rel_rx_check(&rel, 0xFFFFFFF7u) == USNIC_RX_DUP
-         && usnic_rel_rx_check(&rel, 7) == USNIC_RX_NEW && usnic_rel_rx_check(&rel, 8) == USNIC_RX_BEYOND;
+    ok = usnic_rel_rx_check(&rel, 0xFFFFFFF8u) == USNIC_RX_NEW &&
+         usnic_rel_rx_check(&rel, 0xFFFFFFF7u) == USNIC_RX_DUP &&
+         usnic_rel_rx_check(&rel, 7) == USNIC_RX_NEW &&
+         usnic_rel_rx_check(&rel, 8) == USNIC_RX_BEYOND;
     for (uint32_t s = 3; s != 0xFFFFFFF8u; s--) { /* 3, 2, 1, 0, 0xFFFFFFFF .. 0xFFFFFFF9 */
         usnic_rel_rx_commit(&rel, s, 0);
     }
     ok = ok && rel.rx.expected == 0xFFFFFFF8u;
     usnic_rel_rx_commit(&rel, 0xFFFFFFF8u, 0);
-    ok = ok && rel.rx.expected == 4 && usnic_rel_rx_ack_value(&rel) == 3
-         && usnic_rel_rx_check(&rel, 0xFFFFFFFFu) == USNIC_RX_DUP && usnic_rel_rx_check(&rel, 2) == USNIC_RX_DUP
-         && usnic_rel_rx_check(&rel, 4) == USNIC_RX_NEW && usnic_rel_rx_check(&rel, 19) == USNIC_RX_NEW
-         && usnic_rel_rx_check(&rel, 20) == USNIC_RX_BEYOND;
+    ok = ok && rel.rx.expected == 4 && usnic_rel_rx_ack_value(&rel) == 3 &&
+         usnic_rel_rx_check(&rel, 0xFFFFFFFFu) == USNIC_RX_DUP &&
+         usnic_rel_rx_check(&rel, 2) == USNIC_RX_DUP &&
+         usnic_rel_rx_check(&rel, 4) == USNIC_RX_NEW &&
+         usnic_rel_rx_check(&rel, 19) == USNIC_RX_NEW &&
+         usnic_rel_rx_check(&rel, 20) == USNIC_RX_BEYOND;
     check(ok, "rel/rx_window_across_wrap", "expected=%u", rel.rx.expected);
     usnic_rel_fini(&rel);
 }
@@ -479,7 +489,10 @@ static void test_rel_rx_dup_beyond(void)
 /* Commit in random order within the window, against a model, across the wrap. */
 static void test_rel_rx_model(void)
 {
-    enum { WIN = 32, TOTAL = 3000 };
+    enum {
+        WIN = 32,
+        TOTAL = 3000
+    };
     const usnic_seq_t isn = 0xFFFFFC00u;
     struct usnic_rel rel;
     struct rec r;
@@ -534,8 +547,8 @@ static void test_rel_ack_delay(void)
     rel_setup(&rel, &r, 8, 0, 5, 3);
     ok = !usnic_rel_ack_due(&rel, 0, 50) && !usnic_rel_ack_due(&rel, 999999, 50);
     usnic_rel_rx_commit(&rel, 5, 1000);
-    ok = ok && rel.rx.ack_owed && !usnic_rel_ack_due(&rel, 1000, 50)
-         && !usnic_rel_ack_due(&rel, 1049, 50) && usnic_rel_ack_due(&rel, 1050, 50);
+    ok = ok && rel.rx.ack_owed && !usnic_rel_ack_due(&rel, 1000, 50) &&
+         !usnic_rel_ack_due(&rel, 1049, 50) && usnic_rel_ack_due(&rel, 1050, 50);
     usnic_rel_ack_sent(&rel);
     ok = ok && !usnic_rel_ack_due(&rel, 5000, 50);
     usnic_rel_rx_commit(&rel, 6, 2000);
@@ -579,14 +592,13 @@ static void test_rel_send_failed(void)
     usnic_rel_tx_push(&rel, &segs[0]);
     usnic_rel_tx_send_failed(&rel, &segs[0]); /* never reached the wire */
     usnic_rel_tx_send_failed(&rel, &segs[0]); /* again while queued: no second queueing */
-    ok = r.resends == 1 && r.arms == 0 && r.cancels == 0 && segs[0].sends == 0
-         && (segs[0].state & USNIC_REL_SEG_RESEND) && 0 == rel.stats.retrans_timeout
-         && 0 == rel.stats.retrans_fast;
+    ok = r.resends == 1 && r.arms == 0 && r.cancels == 0 && segs[0].sends == 0 &&
+         (segs[0].state & USNIC_REL_SEG_RESEND) && 0 == rel.stats.retrans_timeout &&
+         0 == rel.stats.retrans_fast;
     usnic_rel_tx_sent(&rel, &segs[0]);
     ok = ok && r.arms == 1 && segs[0].sends == 1 && !(segs[0].state & USNIC_REL_SEG_RESEND);
     check(ok, "rel/send_failed_queues_without_counting_retransmit",
-          "resends=%d arms=%d sends=%u state=%#x", r.resends, r.arms, segs[0].sends,
-          segs[0].state);
+          "resends=%d arms=%d sends=%u state=%#x", r.resends, r.arms, segs[0].sends, segs[0].state);
 
     /* a resend whose post fails: the armed timer is cancelled, it is queued again */
     usnic_rel_tx_send_failed(&rel, &segs[0]);
@@ -631,8 +643,8 @@ static void test_rel_sack_rx(void)
     usnic_rel_rx_commit(&rel, 106, 0);
     usnic_rel_rx_commit(&rel, 107, 0); /* everything up to 108 */
     check(usnic_rel_rx_ack_value(&rel) == 108 && 0 == usnic_rel_rx_sack_bits(&rel),
-          "sack/rx_no_bits_once_gap_filled", "ack=%u bits=%#" PRIx64,
-          usnic_rel_rx_ack_value(&rel), usnic_rel_rx_sack_bits(&rel));
+          "sack/rx_no_bits_once_gap_filled", "ack=%u bits=%#" PRIx64, usnic_rel_rx_ack_value(&rel),
+          usnic_rel_rx_sack_bits(&rel));
     usnic_rel_fini(&rel);
 
     /* a window of 8: bits never describe sequence numbers outside it (no aliasing) */
@@ -664,12 +676,13 @@ static void test_rel_sack_tx(void)
 
     check_seed = 0;
     rel_setup(&rel, &r, 16, 10, 0, 0); /* dup-ACK fast retransmit off: SACK alone */
-    push_sent(&rel, segs, 10);          /* 10..19 */
+    push_sent(&rel, segs, 10);         /* 10..19 */
     ok = usnic_rel_tx_ack(&rel, 10, true) == 1;
     /* 12, 13, 15 arrived: bits for ack 10 are (s - 12) */
     n = usnic_rel_tx_sack(&rel, 10, (1u << 0) | (1u << 1) | (1u << 3));
-    ok = ok && n == 3 && r.acked == 4 && rel.stats.sacked == 3 && usnic_rel_tx_inflight(&rel) == 9
-         && usnic_rel_tx_oldest(&rel) == &segs[1]; /* (released out of order: no order check) */
+    ok = ok && n == 3 && r.acked == 4 && rel.stats.sacked == 3 &&
+         usnic_rel_tx_inflight(&rel) == 9 &&
+         usnic_rel_tx_oldest(&rel) == &segs[1]; /* (released out of order: no order check) */
     check(ok, "sack/tx_releases_reported_segments", "n=%d acked=%d sacked=%" PRIu64 " inflight=%u",
           n, r.acked, rel.stats.sacked, usnic_rel_tx_inflight(&rel));
     check(r.resends == 1 && r.resent_seq[0] == 11 && rel.stats.retrans_sack == 1,
@@ -710,8 +723,8 @@ static void test_rel_sack_tx(void)
 
     /* a timer of the oldest still held after the edge moved onto a released slot */
     rel_setup(&rel, &r, 16, 20, 0, 0);
-    push_sent(&rel, segs, 4);                     /* 20..23 */
-    n = usnic_rel_tx_sack(&rel, 19, 1u << 0);     /* 21 arrived */
+    push_sent(&rel, segs, 4);                              /* 20..23 */
+    n = usnic_rel_tx_sack(&rel, 19, 1u << 0);              /* 21 arrived */
     ok = n == 1 && usnic_rel_tx_ack(&rel, 20, false) == 1; /* 20 too: slot 21 already empty */
     ok = ok && usnic_rel_tx_oldest(&rel) == &segs[2];
     usnic_rel_tx_timeout(&rel, &segs[3]);
@@ -800,8 +813,8 @@ static uint64_t pick_size(struct sim_rng *rng)
 static void queue_mix(struct sim *s, int from, struct sim_rng *rng, int nrandom, int nputs,
                       struct put_zone *z)
 {
-    static const uint64_t edges[] = {0, 1, 63, 1399, 1400, 1401, 2799, 2800, 2801, 65536,
-                                     200 * 1024};
+    static const uint64_t edges[] = {0,    1,    63,   1399,  1400,      1401,
+                                     2799, 2800, 2801, 65536, 200 * 1024};
     for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
         sim_send(s, from, edges[i], (uint8_t) sim_rng_next(rng));
     }
@@ -822,9 +835,9 @@ static void queue_mix(struct sim *s, int from, struct sim_rng *rng, int nrandom,
 static bool parse_level_drops(const struct sim *s, char *why, size_t n)
 {
     static const enum usnic_drop_reason bad[] = {
-        USNIC_DROP_SHORT,       USNIC_DROP_VERSION,   USNIC_DROP_TYPE,      USNIC_DROP_JOB_KEY,
-        USNIC_DROP_LENGTH,      USNIC_DROP_SENDER,    USNIC_DROP_CHUNK_RANGE, USNIC_DROP_PUT_RANGE,
-        USNIC_DROP_ACK_RANGE,   USNIC_DROP_INJECTED};
+        USNIC_DROP_SHORT,     USNIC_DROP_VERSION, USNIC_DROP_TYPE,        USNIC_DROP_JOB_KEY,
+        USNIC_DROP_LENGTH,    USNIC_DROP_SENDER,  USNIC_DROP_CHUNK_RANGE, USNIC_DROP_PUT_RANGE,
+        USNIC_DROP_ACK_RANGE, USNIC_DROP_INJECTED};
     for (int i = 0; i < 2; i++) {
         for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
             if (s->ep[i].drops[bad[k]]) {
@@ -841,9 +854,10 @@ static bool resources_clean(const struct sim *s, char *why, size_t n)
 {
     for (int i = 0; i < 2; i++) {
         const struct sim_ep *ep = &s->ep[i];
-        if (ep->st.segs_live || ep->st.reasm_live || ep->rq_head || s->t_head || s->nheap
-            || usnic_rel_tx_inflight(&ep->rel)) {
-            snprintf(why, n, "%c: segs_live=%" PRId64 " reasm_live=%" PRId64 " resendq=%d timers=%d",
+        if (ep->st.segs_live || ep->st.reasm_live || ep->rq_head || s->t_head || s->nheap ||
+            usnic_rel_tx_inflight(&ep->rel)) {
+            snprintf(why, n,
+                     "%c: segs_live=%" PRId64 " reasm_live=%" PRId64 " resendq=%d timers=%d",
                      'A' + i, ep->st.segs_live, ep->st.reasm_live, ep->rq_head != NULL,
                      s->t_head != NULL);
             return false;
@@ -852,7 +866,11 @@ static bool resources_clean(const struct sim *s, char *why, size_t n)
     return true;
 }
 
-enum { RETRANS_ZERO, RETRANS_SOME, RETRANS_ANY };
+enum {
+    RETRANS_ZERO,
+    RETRANS_SOME,
+    RETRANS_ANY
+};
 
 static void run_mix_case_ex(const char *label, uint64_t seed, double loss, double dup,
                             double reorder, double send_fail, bool no_sack, int expect_retrans);
@@ -924,10 +942,12 @@ static void run_mix_case_ex(const char *label, uint64_t seed, double loss, doubl
         snprintf(name, sizeof(name), "mix/%s/%s", label,
                  no_sack ? "no_sack_sent" : "sack_reported_and_released");
         if (no_sack) {
-            check(0 == a->st.tx_sacks + b->st.tx_sacks && 0 == a->rel.stats.sacked + b->rel.stats.sacked,
+            check(0 == a->st.tx_sacks + b->st.tx_sacks &&
+                      0 == a->rel.stats.sacked + b->rel.stats.sacked,
                   name, "SACKs sent with SACK off: %s", sum);
         } else {
-            check(a->st.tx_sacks + b->st.tx_sacks > 0 && a->rel.stats.sacked + b->rel.stats.sacked > 0,
+            check(a->st.tx_sacks + b->st.tx_sacks > 0 &&
+                      a->rel.stats.sacked + b->rel.stats.sacked > 0,
                   name, "no SACK under loss: %s", sum);
         }
     }
@@ -985,8 +1005,8 @@ static void test_mix_matrix(void)
 /* Connections through the 2^32 wrap, re-initialised at several ISNs, small window. */
 static void test_wrap_runs(void)
 {
-    static const uint32_t isns[] = {0xFFFFFF00u, 0xFFFFFFF0u, 0xFFFFFFFFu, 0x00000000u,
-                                    0x7FFFFF80u, 0xFFFFFF37u};
+    static const uint32_t isns[] = {0xFFFFFF00u, 0xFFFFFFF0u, 0xFFFFFFFFu,
+                                    0x00000000u, 0x7FFFFF80u, 0xFFFFFF37u};
     for (size_t i = 0; i < sizeof(isns) / sizeof(isns[0]); i++) {
         struct sim_cfg cfg;
         struct sim s;
@@ -1024,8 +1044,8 @@ static void test_wrap_runs(void)
             const struct sim_ep *ep = &s.ep[e];
             uint64_t end = (uint64_t) ep->tx_isn + ep->nsegs;
             uint64_t boundary = (ep->tx_isn < 0x80000000u) ? 0x80000000ull : 0x100000000ull;
-            if ((ep->tx_isn != 0 && end <= boundary) || ep->rel.tx.next != (uint32_t) end
-                || s.ep[1 - e].rel.rx.expected != (uint32_t) end) {
+            if ((ep->tx_isn != 0 && end <= boundary) || ep->rel.tx.next != (uint32_t) end ||
+                s.ep[1 - e].rel.rx.expected != (uint32_t) end) {
                 crossed = false;
             }
         }
@@ -1142,8 +1162,8 @@ static void test_window_block(void)
             sim_fini(&s);
         }
         check(0 == rcs[0] && 0 == rcs[1] && reqs > 0 && t_req * 4 < t_plain,
-              "window/ack_req_gets_immediate_ack", "rc=%d/%d ack_reqs=%" PRIu64
-              " time plain=%" PRIu64 "us with ACK_REQ=%" PRIu64 "us",
+              "window/ack_req_gets_immediate_ack",
+              "rc=%d/%d ack_reqs=%" PRIu64 " time plain=%" PRIu64 "us with ACK_REQ=%" PRIu64 "us",
               rcs[0], rcs[1], reqs, t_plain / 1000, t_req / 1000);
     }
 }
@@ -1152,8 +1172,8 @@ static void test_window_block(void)
 
 struct drop_one {
     uint32_t module, seq;
-    int count;       /* transmissions of seq seen */
-    uint64_t t[4];   /* their times */
+    int count;     /* transmissions of seq seen */
+    uint64_t t[4]; /* their times */
     uint64_t dropped;
 };
 
@@ -1207,11 +1227,12 @@ static void test_fast_retransmit(void)
     check(0 == rc && d.dropped == 1, "fast_retransmit/single_drop_delivered_exactly_once",
           "%s %s; %s", why, s.err, sum);
     check(s.ep[0].rel.stats.retrans_fast > 0 && s.ep[0].rel.stats.dup_acks >= cfg.fast_retrans_dups,
-          "fast_retransmit/duplicate_acks_triggered_it", "fast=%" PRIu64 " dup_acks=%" PRIu64 "; %s",
-          s.ep[0].rel.stats.retrans_fast, s.ep[0].rel.stats.dup_acks, sum);
+          "fast_retransmit/duplicate_acks_triggered_it",
+          "fast=%" PRIu64 " dup_acks=%" PRIu64 "; %s", s.ep[0].rel.stats.retrans_fast,
+          s.ep[0].rel.stats.dup_acks, sum);
     check(0 == s.ep[0].rel.stats.retrans_timeout && d.count >= 2 && d.t[1] - d.t[0] < cfg.rto_ns,
-          "fast_retransmit/recovered_before_timer", "timeouts=%" PRIu64
-          " transmissions=%d resent after %" PRIu64 " ns (rto %" PRIu64 ")",
+          "fast_retransmit/recovered_before_timer",
+          "timeouts=%" PRIu64 " transmissions=%d resent after %" PRIu64 " ns (rto %" PRIu64 ")",
           s.ep[0].rel.stats.retrans_timeout, d.count, d.count >= 2 ? d.t[1] - d.t[0] : 0,
           cfg.rto_ns);
     sim_fini(&s);
@@ -1236,9 +1257,9 @@ static void test_fast_retransmit(void)
     sim_summary(&s, sum, sizeof(sum));
     why[0] = '\0';
     rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
-    check(0 == rc && s.ep[0].rel.stats.retrans_sack == 1 && s.ep[0].rel.stats.sacked > 0
-              && 0 == s.ep[0].rel.stats.retrans_timeout && d.count >= 2
-              && d.t[1] - d.t[0] < cfg.rto_ns,
+    check(0 == rc && s.ep[0].rel.stats.retrans_sack == 1 && s.ep[0].rel.stats.sacked > 0 &&
+              0 == s.ep[0].rel.stats.retrans_timeout && d.count >= 2 &&
+              d.t[1] - d.t[0] < cfg.rto_ns,
           "sack/single_drop_recovered_by_sack_before_timer", "%s %s; %s", why, s.err, sum);
     sim_fini(&s);
 
@@ -1259,9 +1280,9 @@ static void test_fast_retransmit(void)
     sim_summary(&s, sum, sizeof(sum));
     why[0] = '\0';
     rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
-    check(0 == rc && 0 == s.ep[0].rel.stats.retrans_fast + s.ep[1].rel.stats.retrans_fast
-              && 0 == s.ep[0].rel.stats.retrans_sack + s.ep[1].rel.stats.retrans_sack
-              && s.ep[0].rel.stats.retrans_timeout + s.ep[1].rel.stats.retrans_timeout > 0,
+    check(0 == rc && 0 == s.ep[0].rel.stats.retrans_fast + s.ep[1].rel.stats.retrans_fast &&
+              0 == s.ep[0].rel.stats.retrans_sack + s.ep[1].rel.stats.retrans_sack &&
+              s.ep[0].rel.stats.retrans_timeout + s.ep[1].rel.stats.retrans_timeout > 0,
           "fast_retransmit/disabled_timer_only_recovery", "%s %s; %s", why, s.err, sum);
     sim_fini(&s);
 }
@@ -1326,9 +1347,10 @@ static void test_rx_path_dup_beyond(void)
     rxdup = s.ep[1].rel.stats.rx_dup;
     sim_deliver_now(&s, SIM_B, c->first, c->first_len);
     sim_deliver_now(&s, SIM_B, c->chunk, c->chunk_len);
-    check(0 == rc && c->first_len && c->chunk_len && s.ep[1].st.delivered == deliv
-              && s.ep[1].drops[USNIC_DROP_DUPLICATE] == dups + 2 && s.ep[1].rel.stats.rx_dup == rxdup + 2
-              && s.ep[1].rel.rx.ack_now && 0 == s.ep[1].st.reasm_live,
+    check(0 == rc && c->first_len && c->chunk_len && s.ep[1].st.delivered == deliv &&
+              s.ep[1].drops[USNIC_DROP_DUPLICATE] == dups + 2 &&
+              s.ep[1].rel.stats.rx_dup == rxdup + 2 && s.ep[1].rel.rx.ack_now &&
+              0 == s.ep[1].st.reasm_live,
           "rxpath/replayed_old_packets_dropped_as_duplicate",
           "rc=%d delivered %" PRIu64 "->%" PRIu64 " DUP drops %" PRIu64 "->%" PRIu64, rc, deliv,
           s.ep[1].st.delivered, dups, s.ep[1].drops[USNIC_DROP_DUPLICATE]);
@@ -1349,8 +1371,8 @@ static void test_rx_path_dup_beyond(void)
         len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, payload, sizeof(payload));
         deliv = s.ep[1].st.delivered;
         sim_deliver_now(&s, SIM_B, buf, len);
-        check(s.ep[1].drops[USNIC_DROP_WINDOW] == 1 && s.ep[1].st.delivered == deliv
-                  && s.ep[1].rel.rx.expected == exp && 0 == s.ep[1].st.unexpected,
+        check(s.ep[1].drops[USNIC_DROP_WINDOW] == 1 && s.ep[1].st.delivered == deliv &&
+                  s.ep[1].rel.rx.expected == exp && 0 == s.ep[1].st.unexpected,
               "rxpath/beyond_window_dropped", "WINDOW drops=%" PRIu64,
               s.ep[1].drops[USNIC_DROP_WINDOW]);
     }
@@ -1394,9 +1416,9 @@ static void test_rx_path_bad_ack(void)
                  s.ep[0].rel.tx.next + 3u);
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
     sim_deliver_now(&s, SIM_A, buf, len);
-    check(inflight > 0 && s.ep[0].drops[USNIC_DROP_ACK_RANGE] == 1 && s.ep[0].rel.stats.bad_acks == 1
-              && s.ep[0].st.released == released && usnic_rel_tx_inflight(&s.ep[0].rel) == inflight
-              && s.ep[0].rel.tx.acked == acked,
+    check(inflight > 0 && s.ep[0].drops[USNIC_DROP_ACK_RANGE] == 1 &&
+              s.ep[0].rel.stats.bad_acks == 1 && s.ep[0].st.released == released &&
+              usnic_rel_tx_inflight(&s.ep[0].rel) == inflight && s.ep[0].rel.tx.acked == acked,
           "rxpath/bad_explicit_ack_dropped_releases_nothing",
           "ACK_RANGE=%" PRIu64 " released %" PRIu64 "->%" PRIu64,
           s.ep[0].drops[USNIC_DROP_ACK_RANGE], released, s.ep[0].st.released);
@@ -1407,8 +1429,8 @@ static void test_rx_path_bad_ack(void)
                  s.ep[0].rel.tx.next + 1000u);
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, payload, sizeof(payload));
     sim_deliver_now(&s, SIM_A, buf, len);
-    check(s.ep[0].drops[USNIC_DROP_ACK_RANGE] == 2 && s.ep[0].rel.rx.expected == exp
-              && s.ep[0].st.released == released && 0 == s.ep[0].st.unexpected,
+    check(s.ep[0].drops[USNIC_DROP_ACK_RANGE] == 2 && s.ep[0].rel.rx.expected == exp &&
+              s.ep[0].st.released == released && 0 == s.ep[0].st.unexpected,
           "rxpath/bad_piggybacked_ack_drops_packet", "ACK_RANGE=%" PRIu64 " expected %u->%u",
           s.ep[0].drops[USNIC_DROP_ACK_RANGE], exp, s.ep[0].rel.rx.expected);
 
@@ -1510,8 +1532,8 @@ static void test_reasm_slot_spacing(void)
     } else {
         rc = sim_verify(&s, why, sizeof(why));
     }
-    check(0 == rc && 64 == s.ep[1].reasm.nslots && 0 == s.ep[1].drops[USNIC_DROP_REASSEMBLY]
-              && sent[0] >= 2 && sent[1] >= 2 && 0 == s.ep[1].st.reasm_live,
+    check(0 == rc && 64 == s.ep[1].reasm.nslots && 0 == s.ep[1].drops[USNIC_DROP_REASSEMBLY] &&
+              sent[0] >= 2 && sent[1] >= 2 && 0 == s.ep[1].st.reasm_live,
           "reasm/table_of_send_window_size_never_starves", "slots=%u %s%s; %s",
           s.ep[1].reasm.nslots, state, why, sum);
     sim_fini(&s);
