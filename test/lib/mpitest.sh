@@ -72,6 +72,30 @@ build_prog() {
     mv -f "$BIN.$$" "$BIN"
 }
 
+# run_log_finish NP RC START [ARGS...]: complete RUN_LOG after an mpirun that
+# wrote each rank's output under $RUN_LOG.d (--output-filename): append it
+# rank by rank, note a timeout, print the one-line summary; returns RC.
+run_log_finish() {
+    local np=$1 rc=$2 start=$3 dir=$RUN_LOG.d r s f
+    shift 3
+    [ "$rc" -eq 124 ] && echo "# TIMEOUT after ${TEST_TIMEOUT}s" >> "$RUN_LOG"
+    [ -d "$dir" ] || echo "# no per-rank output in $dir" >> "$RUN_LOG"
+    for ((r = 0; r < np; r++)); do
+        for s in stdout stderr; do
+            for f in "$dir"/*/"rank.$r/$s"; do
+                [ -s "$f" ] || continue
+                echo "==== rank $r $s"
+                cat "$f"
+                [ -z "$(tail -c 1 "$f")" ] || echo
+            done
+        done
+    done >> "$RUN_LOG"
+    rm -rf "$dir"
+    echo "    ran: np=$np $MT_PROG $* ${EXTRA_MCA:+[$EXTRA_MCA] }" \
+         "-> rc=$rc, $((SECONDS - start))s, log $RUN_LOG"
+    return "$rc"
+}
+
 # run_mpi NP PROG [ARGS...]: run PROG on NP ranks under a hard timeout and
 # leave the name of its log file in RUN_LOG (do not call it in a subshell).
 # The log holds the command (first line, "# ..."), mpirun's own messages,
@@ -81,7 +105,7 @@ build_prog() {
 # per rank (--output-filename) and appended afterwards.
 # Returns mpirun's exit status (124 = timed out).
 run_mpi() {
-    local np=$1 prog=$2 rc start dir f r s
+    local np=$1 prog=$2 rc start dir
     shift 2
     MT_RUNS=$((MT_RUNS + 1))
     MT_PROG=$(basename "$prog")
@@ -107,22 +131,7 @@ run_mpi() {
     start=$SECONDS
     timeout -k 20 "$TEST_TIMEOUT" "${cmd[@]}" >> "$RUN_LOG" 2>&1 < /dev/null
     rc=$?
-    [ $rc -eq 124 ] && echo "# TIMEOUT after ${TEST_TIMEOUT}s" >> "$RUN_LOG"
-    [ -d "$dir" ] || echo "# no per-rank output in $dir" >> "$RUN_LOG"
-    for ((r = 0; r < np; r++)); do
-        for s in stdout stderr; do
-            for f in "$dir"/*/"rank.$r/$s"; do
-                [ -s "$f" ] || continue
-                echo "==== rank $r $s"
-                cat "$f"
-                [ -z "$(tail -c 1 "$f")" ] || echo
-            done
-        done
-    done >> "$RUN_LOG"
-    rm -rf "$dir"
-    echo "    ran: np=$np $MT_PROG $* ${EXTRA_MCA:+[$EXTRA_MCA] }" \
-         "-> rc=$rc, $((SECONDS - start))s, log $RUN_LOG"
-    return $rc
+    run_log_finish "$np" "$rc" "$start" "$@"
 }
 
 # ---- log checks -------------------------------------------------------------

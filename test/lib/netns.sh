@@ -181,7 +181,7 @@ nsbed_hostfile() {
 # "btl usnic,self" on the test bed's subnet (given as a CIDR); the BTL's
 # verbose output (btl_base_verbose 100) is in the log.  EXTRA_MCA is added.
 nsbed_run_mpi() {
-    local hf=$1 np=$2 prog=$3 rc start dir f r s
+    local hf=$1 np=$2 prog=$3 rc start dir
     shift 3
     MT_RUNS=$((MT_RUNS + 1))
     MT_PROG=$(basename "$prog")
@@ -209,22 +209,7 @@ nsbed_run_mpi() {
         >> "$RUN_LOG" 2>&1 < /dev/null &
     wait $!
     rc=$?
-    [ $rc -eq 124 ] && echo "# TIMEOUT after ${TEST_TIMEOUT}s" >> "$RUN_LOG"
-    [ -d "$dir" ] || echo "# no per-rank output in $dir" >> "$RUN_LOG"
-    for ((r = 0; r < np; r++)); do
-        for s in stdout stderr; do
-            for f in "$dir"/*/"rank.$r/$s"; do
-                [ -s "$f" ] || continue
-                echo "==== rank $r $s"
-                cat "$f"
-                [ -z "$(tail -c 1 "$f")" ] || echo
-            done
-        done
-    done >> "$RUN_LOG"
-    rm -rf "$dir"
-    echo "    ran: np=$np $MT_PROG $* ${EXTRA_MCA:+[$EXTRA_MCA] }" \
-         "-> rc=$rc, $((SECONDS - start))s, log $RUN_LOG"
-    return $rc
+    run_log_finish "$np" "$rc" "$start" "$@"
 }
 
 # nsbed_ifstat HOST COUNTER: statistics counter (tx_bytes, rx_packets, ...)
