@@ -15,6 +15,8 @@ set -u
 # running: editing run.sh while it runs cannot break the running instance.
 {
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
 REPO=$(cd "$HERE/.." && pwd)
 BUILD=$HERE/build
 RESDIR=$HERE/results
@@ -260,14 +262,6 @@ RUNNO=0
 T_START=$(date +%s)
 declare -A FAILS
 
-# number of runnable tasks right now (includes this shell while it reads)
-read_running() {
-    local k v rest
-    RUNNING=0
-    while read -r k v rest; do
-        if [ "$k" = procs_running ]; then RUNNING=$v; return; fi
-    done </proc/stat
-}
 
 RUNS=$LOGDIR/runs.txt
 : >"$RUNS"
