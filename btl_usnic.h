@@ -129,6 +129,7 @@ typedef struct usnic_module {
     opal_list_t ack_eps;       /* endpoints that owe their peer an ACK */
     opal_list_t resendq;       /* segments waiting to be retransmitted, oldest first */
     opal_list_t done_frags;    /* sent fragments whose PML callback is pending */
+    opal_list_t timer_eps;     /* endpoints waiting for their retransmit timer */
 
     opal_hotel_t hotel;        /* retransmit timers */
     opal_event_base_t *evbase; /* private event base driving the hotel */
@@ -143,6 +144,9 @@ typedef struct usnic_module {
     struct mca_btl_base_endpoint_t *last_sender;
     bool finalized;
 } usnic_module_t;
+
+/* How long a segment waits for its ACK before the hotel times it. */
+#define USNIC_TIMER_ARM_DELAY_US 100
 
 /* Data-channel polls without a completion before it is polled less often. */
 #define USNIC_DATA_IDLE_POLLS 64

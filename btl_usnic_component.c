@@ -487,6 +487,7 @@ static int module_init_state(usnic_module_t *module)
     OBJ_CONSTRUCT(&module->ack_eps, opal_list_t);
     OBJ_CONSTRUCT(&module->resendq, opal_list_t);
     OBJ_CONSTRUCT(&module->done_frags, opal_list_t);
+    OBJ_CONSTRUCT(&module->timer_eps, opal_list_t);
 
     rc = usnic_frag_lists_init(module);
     if (OPAL_SUCCESS != rc) {
@@ -497,7 +498,7 @@ static int module_init_state(usnic_module_t *module)
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     OBJ_CONSTRUCT(&module->hotel, opal_hotel_t);
-    /* one room per send segment and per SMALL fragment's segment */
+    /* one room per endpoint is used (its oldest segment); sized generously */
     rc = opal_hotel_init(&module->hotel, 2 * module->seg_max, module->evbase,
                          (uint32_t) p->retrans_timeout, 0, usnic_endpoint_timer_expired);
     if (OPAL_SUCCESS != rc) {
@@ -694,6 +695,7 @@ void usnic_module_teardown(usnic_module_t *module)
     usnic_frag_lists_fini(module);
     free(module->fault.held_buf);
     OBJ_DESTRUCT(&module->done_frags);
+    OBJ_DESTRUCT(&module->timer_eps);
     OBJ_DESTRUCT(&module->resendq);
     OBJ_DESTRUCT(&module->ack_eps);
     OBJ_DESTRUCT(&module->sendq_eps);
@@ -778,6 +780,9 @@ static int module_progress(usnic_module_t *module)
     usnic_progress_resends(module);
     usnic_progress_sends(module);
     usnic_progress_acks(module, now);
+    if (!opal_list_is_empty(&module->timer_eps)) {
+        usnic_progress_timers(module, now);
+    }
     service_timers(module, now);
     return count;
 }

@@ -15,6 +15,9 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
 {
     OBJ_CONSTRUCT(&ep->sendq_item, opal_list_item_t);
     OBJ_CONSTRUCT(&ep->ack_item, opal_list_item_t);
+    OBJ_CONSTRUCT(&ep->timer_item, opal_list_item_t);
+    ep->on_timer_list = false;
+    ep->timer_seg = NULL;
     OBJ_CONSTRUCT(&ep->sendq, opal_list_t);
     ep->on_sendq_list = false;
     ep->on_ack_list = false;
@@ -28,6 +31,7 @@ static void endpoint_destruct(mca_btl_base_endpoint_t *ep)
 {
     OBJ_DESTRUCT(&ep->sendq);
     OBJ_DESTRUCT(&ep->ack_item);
+    OBJ_DESTRUCT(&ep->timer_item);
     OBJ_DESTRUCT(&ep->sendq_item);
 }
 OBJ_CLASS_INSTANCE(mca_btl_base_endpoint_t, opal_list_item_t, endpoint_construct,
@@ -38,31 +42,88 @@ static inline usnic_seg_t *seg_of(struct usnic_rel_seg *r)
     return (usnic_seg_t *) ((char *) r - offsetof(usnic_seg_t, rel));
 }
 
-/* ---- reliability core operations ---- */
+/* ---- reliability core operations ----
+ *
+ * Retransmit timers.  The core only ever resends the oldest segment still
+ * held when a timer expires, so an endpoint needs one running timer: a
+ * hotel room for its oldest segment.  The room is taken lazily: a segment
+ * handed to the wire only puts the endpoint on module->timer_eps, and the
+ * progress engine checks the oldest segment into the hotel once it has
+ * waited USNIC_TIMER_ARM_DELAY_US without an ACK.  Most small messages are
+ * acknowledged sooner (the reply carries the ACK), so they never touch the
+ * hotel.  The effective timeout is that delay plus btl_usnic_retrans_timeout.
+ */
+
+static void want_timer(mca_btl_base_endpoint_t *ep)
+{
+    if (!ep->on_timer_list) {
+        ep->on_timer_list = true;
+        ep->timer_wanted_us = ep->module->now_us;
+        opal_list_append(&ep->module->timer_eps, &ep->timer_item);
+    }
+}
 
 static void op_timer_arm(struct usnic_rel *rel, struct usnic_rel_seg *r)
 {
     mca_btl_base_endpoint_t *ep = rel->ctx;
-    usnic_seg_t *seg = seg_of(r);
 
-    if (OPAL_UNLIKELY(OPAL_SUCCESS !=
-                      opal_hotel_checkin(&ep->module->hotel, seg, &seg->hotel_room))) {
-        /* Cannot happen while the hotel has a room per send segment; if it
-         * does, resend rather than lose the segment. */
+    seg_of(r)->hotel_room = -1;
+    if (NULL == ep->timer_seg) {
+        want_timer(ep);
+    }
+}
+
+/* If seg holds the endpoint's hotel room, give it up (and want one for the next oldest). */
+static void drop_timer(mca_btl_base_endpoint_t *ep, usnic_seg_t *seg)
+{
+    if (seg == ep->timer_seg) {
+        opal_hotel_checkout(&ep->module->hotel, seg->hotel_room);
         seg->hotel_room = -1;
-        usnic_rel_tx_timeout(rel, r);
+        ep->timer_seg = NULL;
+        if (0 != usnic_rel_tx_inflight(&ep->rel)) {
+            want_timer(ep);
+        }
     }
 }
 
 static void op_timer_cancel(struct usnic_rel *rel, struct usnic_rel_seg *r)
 {
-    mca_btl_base_endpoint_t *ep = rel->ctx;
-    usnic_seg_t *seg = seg_of(r);
+    drop_timer(rel->ctx, seg_of(r));
+}
 
-    if (seg->hotel_room >= 0) {
-        opal_hotel_checkout(&ep->module->hotel, seg->hotel_room);
-        seg->hotel_room = -1;
+int usnic_progress_timers(usnic_module_t *module, uint64_t now)
+{
+    opal_list_item_t *item, *next;
+    int armed = 0;
+
+    for (item = opal_list_get_first(&module->timer_eps);
+         item != opal_list_get_end(&module->timer_eps); item = next) {
+        mca_btl_base_endpoint_t *ep = usnic_ep_of_timer_item(item);
+        struct usnic_rel_seg *oldest;
+        usnic_seg_t *seg;
+
+        next = opal_list_get_next(item);
+        if (NULL == ep->timer_seg && !ep->dead) {
+            oldest = usnic_rel_tx_oldest(&ep->rel);
+            if (NULL != oldest && (oldest->state & USNIC_REL_SEG_RESEND)) {
+                oldest = NULL; /* its resend arms the timer again */
+            }
+            if (NULL != oldest) {
+                if (now - ep->timer_wanted_us < USNIC_TIMER_ARM_DELAY_US) {
+                    continue; /* not yet: the ACK is probably on its way */
+                }
+                seg = seg_of(oldest);
+                if (OPAL_SUCCESS != opal_hotel_checkin(&module->hotel, seg, &seg->hotel_room)) {
+                    continue; /* no room now: try again next time */
+                }
+                ep->timer_seg = seg;
+                armed++;
+            }
+        }
+        opal_list_remove_item(&module->timer_eps, item);
+        ep->on_timer_list = false;
     }
+    return armed;
 }
 
 static void op_resend(struct usnic_rel *rel, struct usnic_rel_seg *r)
@@ -83,6 +144,7 @@ static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *r)
     usnic_seg_t *seg = seg_of(r);
     usnic_frag_t *frag = seg->frag;
 
+    drop_timer(ep, seg); /* normally done by timer_cancel already */
     ep->inflight_bytes -= seg->hdr_len + seg->zc_len;
     if (NULL != frag && USNIC_FRAG_SMALL != frag->kind) {
         seg->frag = NULL;
@@ -219,6 +281,13 @@ void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep)
     if (ep->on_ack_list) {
         opal_list_remove_item(&module->ack_eps, &ep->ack_item);
     }
+    if (ep->on_timer_list) {
+        opal_list_remove_item(&module->timer_eps, &ep->timer_item);
+    }
+    if (NULL != ep->timer_seg) {
+        opal_hotel_checkout(&module->hotel, ep->timer_seg->hotel_room);
+        ep->timer_seg = NULL;
+    }
     usnic_reasm_table_fini(&ep->reasm);
     usnic_rel_fini(&ep->rel);
     OBJ_RELEASE(ep);
@@ -270,6 +339,9 @@ void usnic_endpoint_timer_expired(opal_hotel_t *hotel, int room, void *occupant)
     (void) room;
 
     seg->hotel_room = -1;
+    if (ep->timer_seg == seg) {
+        ep->timer_seg = NULL;
+    }
     if (ep->dead) {
         seg->rel.state &= ~USNIC_REL_SEG_TIMER;
         return;

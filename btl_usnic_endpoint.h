@@ -15,8 +15,12 @@ struct mca_btl_base_endpoint_t {
     opal_list_item_t super;      /* on module->endpoints */
     opal_list_item_t sendq_item; /* on module->sendq_eps while sendq is not empty */
     opal_list_item_t ack_item;   /* on module->ack_eps while an ACK may be owed */
+    opal_list_item_t timer_item; /* on module->timer_eps while a timer is wanted */
     bool on_sendq_list;
     bool on_ack_list;
+    bool on_timer_list;
+    struct usnic_seg *timer_seg; /* segment holding our hotel room (the oldest), or NULL */
+    uint64_t timer_wanted_us;    /* when the endpoint last asked for a timer */
 
     usnic_module_t *module;
     opal_proc_t *proc;
@@ -73,6 +77,15 @@ static inline mca_btl_base_endpoint_t *usnic_ep_of_sendq_item(opal_list_item_t *
     return (mca_btl_base_endpoint_t *) ((char *) item -
                                         offsetof(mca_btl_base_endpoint_t, sendq_item));
 }
+
+static inline mca_btl_base_endpoint_t *usnic_ep_of_timer_item(opal_list_item_t *item)
+{
+    return (mca_btl_base_endpoint_t *) ((char *) item -
+                                        offsetof(mca_btl_base_endpoint_t, timer_item));
+}
+
+/* Give endpoints whose oldest segment waited long enough their hotel room. */
+int usnic_progress_timers(usnic_module_t *module, uint64_t now);
 
 static inline mca_btl_base_endpoint_t *usnic_ep_of_ack_item(opal_list_item_t *item)
 {
