@@ -7,7 +7,7 @@ usnic_mode || { pass "peer timeout (skipped with USNIC_TEST_BTL=tcp)"; finish; }
 build_prog stall || finish
 
 ok=0
-for attempt in 1 2 3; do
+for attempt in 1 2 3 4 5 6; do
     start=$SECONDS
     TEST_TIMEOUT=50 EXTRA_MCA="--mca btl_usnic_peer_timeout 3 --mca btl_usnic_retrans_timeout 2000" \
         run_mpi 2 "$BIN"
@@ -21,8 +21,17 @@ for attempt in 1 2 3; do
         ok=1
         break
     fi
-    # mpirun of this Open MPI sometimes loses a dying rank's help message
-    grep -q 'ORTE_ERROR_LOG.*show_help' "$RUN_LOG" || break
+    # mpirun of this Open MPI sometimes loses a dying rank's help message;
+    # the PML's own report of our error callback still proves the detection
+    if grep -q 'ORTE_ERROR_LOG.*show_help' "$RUN_LOG"; then
+        if grep -q 'usnic: peer unreachable' "$RUN_LOG"; then
+            ok=1
+            echo "    (help text lost by mpirun; the BTL's error report is in the log)"
+            break
+        fi
+    else
+        break
+    fi
 done
 if [ $ok -eq 1 ] && [ $rc -ne 0 ] && [ $took -lt 40 ]; then
     pass "peer timeout: job aborted after ${took}s with the peer-unreachable message"

@@ -16,8 +16,8 @@
 
 #define MS 1000000ull
 #define US 1000ull
-#define SIM_LIMIT_NS (20ull * 1000 * MS) /* 20 s of simulated time (the 30% loss run needs < 1 s)  \
-                                          */
+/* 20 s of simulated time (the 30% loss run needs < 1 s) */
+#define SIM_LIMIT_NS (20ull * 1000 * MS)
 
 /* ================================================================ seq helpers */
 
