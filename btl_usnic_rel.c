@@ -26,6 +26,7 @@ int usnic_rel_init(struct usnic_rel *rel, const struct usnic_rel_ops *ops, void 
 
     rel->tx.win_size = round_up_pow2(tx_win ? tx_win : 1);
     rel->tx.win = calloc(rel->tx.win_size, sizeof(*rel->tx.win));
+    rel->tx.lane = calloc(rel->tx.win_size, 1);
     rel->tx.next = tx_isn;
     rel->tx.acked = tx_isn - 1u;
     rel->tx.fast_retrans_dups = fast_retrans_dups;
@@ -36,7 +37,7 @@ int usnic_rel_init(struct usnic_rel *rel, const struct usnic_rel_ops *ops, void 
     rel->rx.highest = rx_isn - 1u;
     rel->ack_every = rel->tx.win_size / 4 ? rel->tx.win_size / 4 : 1;
 
-    if (NULL == rel->tx.win || NULL == rel->rx.seen) {
+    if (NULL == rel->tx.win || NULL == rel->tx.lane || NULL == rel->rx.seen) {
         usnic_rel_fini(rel);
         return -1;
     }
@@ -46,6 +47,8 @@ int usnic_rel_init(struct usnic_rel *rel, const struct usnic_rel_ops *ops, void 
 void usnic_rel_fini(struct usnic_rel *rel)
 {
     free(rel->tx.win);
+    free(rel->tx.lane);
+    rel->tx.lane = NULL;
     free(rel->rx.seen);
     rel->tx.win = NULL;
     rel->rx.seen = NULL;
@@ -64,6 +67,7 @@ usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     seg->state = USNIC_REL_SEG_IN_WINDOW;
     seg->sends = 0;
     *tx_slot(rel, seq) = seg;
+    rel->tx.lane[seq & (rel->tx.win_size - 1u)] = seg->lane;
     return seq;
 }
 
@@ -186,9 +190,19 @@ int usnic_rel_tx_sack(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits)
         if (usnic_seq_le(s, rel->tx.acked) || usnic_seq_ge(s, rel->tx.next)) {
             continue;
         }
-        after = __builtin_popcountll(bits >> (i + 1));
-        if (after < USNIC_REL_SACK_DUPS) {
+        if (__builtin_popcountll(bits >> (i + 1)) < USNIC_REL_SACK_DUPS) {
             break;
+        }
+        after = 0;
+        for (int j = i + 1; j <= top; j++) {
+            usnic_seq_t t = ack + 2u + (uint32_t) j;
+            if ((bits & ((uint64_t) 1 << j)) && rel->tx.lane[t & (rel->tx.win_size - 1u)] ==
+                                                    rel->tx.lane[s & (rel->tx.win_size - 1u)]) {
+                after++;
+            }
+        }
+        if (after < USNIC_REL_SACK_DUPS) {
+            continue; /* reported ones are on another lane: maybe only overtaken */
         }
         seg = *tx_slot(rel, s);
         if (NULL != seg && !(seg->state & (USNIC_REL_SEG_RESEND | USNIC_REL_SEG_SACK_RESENT))) {

@@ -38,8 +38,9 @@
  *   - Segments a SACK reports as received are released at once (their
  *     window slots stay counted until the cumulative ACK passes them).
  *   - A segment not reported while at least USNIC_REL_SACK_DUPS segments
- *     after it are is taken as lost and resent once (later resends of it
- *     are by timer only).
+ *     of its own lane after it are is taken as lost and resent once (later
+ *     resends of it are by timer only).  Only its lane counts: a segment on
+ *     another lane (another channel) may simply have been overtaken.
  */
 #ifndef BTL_USNIC_REL_H
 #define BTL_USNIC_REL_H
@@ -63,6 +64,9 @@ struct usnic_rel_seg {
     usnic_seq_t seq;
     uint32_t state; /* USNIC_REL_SEG_* */
     uint32_t sends; /* times put on the wire */
+    uint8_t lane;   /* set by the transport before usnic_rel_tx_push(): segments of one
+                       lane arrive in order unless lost (e.g. one UDP socket); lanes
+                       may overtake each other */
 };
 
 struct usnic_rel;
@@ -106,6 +110,7 @@ struct usnic_rel {
         usnic_seq_t acked;          /* all up to here acked; window is [acked+1, next-1] */
         uint32_t win_size;          /* power of two */
         struct usnic_rel_seg **win; /* win[seq & (win_size-1)] for seq in the window */
+        uint8_t *lane;              /* lane[seq & (win_size-1)]: lane it was first sent on */
         uint32_t dup_acks;          /* consecutive duplicate explicit ACKs of acked */
         uint32_t fast_retrans_dups; /* dup ACKs that trigger a fast retransmit; 0 = never */
     } tx;

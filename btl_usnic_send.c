@@ -87,6 +87,7 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
     if (0 == usnic_rel_tx_inflight(&ep->rel)) {
         ep->last_progress_us = usnic_now_us(); /* fresh: the app may have been away for long */
     }
+    seg->rel.lane = (uint8_t) cid; /* each channel is one UDP socket: in order */
     hdr->seq = usnic_rel_tx_push(&ep->rel, &seg->rel);
     seg->refs++; /* the window's reference, dropped when acked */
     seg->ep = ep;

@@ -189,7 +189,7 @@ static void test_rel_window_direct(void)
 {
     struct usnic_rel rel;
     struct rec r;
-    struct usnic_rel_seg segs[16];
+    struct usnic_rel_seg segs[16] = {{0}};
     const usnic_seq_t isn = 0xFFFFFFFCu; /* the window straddles the wrap */
     bool ok = true, seqs_ok = true;
     int released;
@@ -233,7 +233,7 @@ static void test_rel_bad_ack(void)
 {
     struct usnic_rel rel;
     struct rec r;
-    struct usnic_rel_seg segs[8];
+    struct usnic_rel_seg segs[8] = {{0}};
     static const uint32_t ahead[] = {0, 1, 2, 100, 0x10000, 0x7FFFFFFEu - 5u};
     bool ok = true;
     int rc;
@@ -287,7 +287,7 @@ static void test_rel_timeout_resend(void)
 {
     struct usnic_rel rel;
     struct rec r;
-    struct usnic_rel_seg segs[4], stray;
+    struct usnic_rel_seg segs[4] = {{0}}, stray = {0};
     bool ok;
 
     check_seed = 0;
@@ -341,7 +341,7 @@ static void test_rel_fast_retrans(void)
 {
     struct usnic_rel rel;
     struct rec r;
-    struct usnic_rel_seg segs[8];
+    struct usnic_rel_seg segs[8] = {{0}};
     bool ok;
 
     check_seed = 0;
@@ -584,7 +584,7 @@ static void test_rel_send_failed(void)
 {
     struct usnic_rel rel;
     struct rec r;
-    struct usnic_rel_seg segs[4];
+    struct usnic_rel_seg segs[4] = {{0}};
     bool ok;
 
     check_seed = 0;
@@ -666,11 +666,40 @@ static void test_rel_sack_rx(void)
 }
 
 /* Sender side of selective ACKs: release what arrived, resend a hole once. */
+/* SACK loss detection counts only segments of the hole's own lane (channel) */
+static void test_rel_sack_lanes(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    struct usnic_rel_seg segs[8] = {{0}};
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 16, 100, 0, 0);
+    /* 100 on lane 0 (a small priority-channel packet), 101..104 on lane 1 */
+    for (int i = 1; i < 5; i++) {
+        segs[i].lane = 1;
+    }
+    push_sent(&rel, segs, 5);
+    /* 101..104 reported, 100 missing: overtaken by the other lane, not lost */
+    usnic_rel_tx_sack(&rel, 99, 0xF);
+    check(r.resends == 0 && rel.stats.retrans_sack == 0, "sack/other_lane_overtaking_not_loss",
+          "resends=%d", r.resends);
+    usnic_rel_fini(&rel);
+
+    memset(segs, 0, sizeof(segs));
+    rel_setup(&rel, &r, 16, 100, 0, 0);
+    push_sent(&rel, segs, 5); /* all on lane 0 */
+    usnic_rel_tx_sack(&rel, 99, 0xF);
+    check(r.resends == 1 && r.resent_seq[0] == 100 && rel.stats.retrans_sack == 1,
+          "sack/same_lane_three_after_is_loss", "resends=%d", r.resends);
+    usnic_rel_fini(&rel);
+}
+
 static void test_rel_sack_tx(void)
 {
     struct usnic_rel rel;
     struct rec r;
-    struct usnic_rel_seg segs[16];
+    struct usnic_rel_seg segs[16] = {{0}};
     int n;
     bool ok;
 
@@ -1555,6 +1584,7 @@ int main(void)
     test_rel_send_failed();
     test_rel_sack_rx();
     test_rel_sack_tx();
+    test_rel_sack_lanes();
     test_mix_matrix();
     test_wrap_runs();
     test_window_block();
