@@ -138,9 +138,10 @@ typedef struct usnic_module {
     mca_btl_base_module_error_cb_fn_t error_cb;
     usnic_fault_t fault;
     usnic_module_stats_t stats;
-    uint32_t data_idle;      /* consecutive progress calls without data completions */
-    uint64_t now_us;         /* usnic_now_us() at the start of the current progress call */
-    uint32_t last_sender_id; /* cache of the last sender lookup (module id -> endpoint) */
+    uint64_t stream_copy_min; /* btl_usnic_stream_copy_min (0 = never) */
+    uint32_t data_idle;       /* consecutive progress calls without data completions */
+    uint64_t now_us;          /* usnic_now_us() at the start of the current progress call */
+    uint32_t last_sender_id;  /* cache of the last sender lookup (module id -> endpoint) */
     struct mca_btl_base_endpoint_t *last_sender;
     bool finalized;
 } usnic_module_t;
@@ -173,6 +174,7 @@ typedef struct usnic_params {
     int print_stats;
     int udp_sockbuf;       /* udp provider: kernel socket buffer bytes (0 = default) */
     int udp_datagram_size; /* udp provider: 0 = interface MTU, -1 = advertised, N = cap */
+    int stream_copy_min;   /* PUTs this large are copied past the caches; 0 = never */
     double debug_drop_rate;
     double debug_dup_rate;
     double debug_reorder_rate;

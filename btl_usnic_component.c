@@ -358,6 +358,7 @@ static usnic_module_t *module_create(struct fi_info *fi, uint32_t addr, int inde
         goto err_free;
     }
     module->is_udp = (0 == strcmp(module->prov_name, "udp"));
+    module->stream_copy_min = (uint64_t) p->stream_copy_min;
     data_mtu = choose_datagram_size(module, (uint32_t) fi->ep_attr->max_msg_size, if_mtu);
     if (data_mtu < USNIC_HDR_LEN_MAX + 64) {
         USNIC_VERBOSE(20, "%s: skipped, datagrams of %u bytes are too small", module->ifname,

