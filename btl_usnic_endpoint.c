@@ -248,6 +248,7 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
         ep->prio_frag_max = prio - (uint32_t) USNIC_HDR_LEN_FRAG;
         ep->chunk_max = data - (uint32_t) USNIC_HDR_LEN_CHUNK;
         ep->put_max = data - (uint32_t) USNIC_HDR_LEN_PUT;
+        ep->reasm.chunk = ep->chunk_max; /* the peer cuts its fragments alike */
         /* keep what we have in flight within half the peer's kernel buffer,
          * but always allow a few datagrams */
         ep->inflight_limit = (0 != rec->rcvbuf) ? rec->rcvbuf / 2 : UINT64_MAX;

@@ -9,6 +9,7 @@ int usnic_reasm_table_init(struct usnic_reasm_table *t, uint32_t nslots,
 {
     t->nslots = nslots ? nslots : 1;
     t->alloc = alloc;
+    t->chunk = 0;
     t->slots = calloc(t->nslots, sizeof(*t->slots));
     return (NULL == t->slots) ? -1 : 0;
 }
@@ -54,8 +55,21 @@ enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg
                                        uint32_t len, uint8_t tag, struct usnic_reasm **done)
 {
     struct usnic_reasm *r = slot_of(t, msg_id);
+    uint64_t idx = 0;
+    bool track = false;
 
     *done = NULL;
+    if (0 != t->chunk) {
+        if (0 != offset % t->chunk || len > t->chunk ||
+            (len != t->chunk && offset + len != msg_len)) {
+            return USNIC_DROP_CHUNK_RANGE;
+        }
+        idx = offset / t->chunk;
+        track = (msg_len + t->chunk - 1) / t->chunk <= USNIC_REASM_MAX_CHUNKS;
+        if (track && r->active && (r->got[idx / 64] & ((uint64_t) 1 << (idx % 64)))) {
+            return USNIC_DROP_CHUNK_RANGE; /* this piece was written already */
+        }
+    }
     if (!r->active) {
         r->buf = t->alloc->get(t->alloc->ctx, msg_len, &r->handle);
         if (NULL == r->buf) {
@@ -66,6 +80,10 @@ enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg
         r->msg_len = msg_len;
         r->tag = tag;
         r->received = 0;
+        memset(r->got, 0, sizeof(r->got));
+    }
+    if (track) {
+        r->got[idx / 64] |= (uint64_t) 1 << (idx % 64);
     }
     memcpy(r->buf + offset, data, len);
     r->received += len;

@@ -31,6 +31,9 @@ struct usnic_reasm_alloc {
     void *ctx;
 };
 
+/* Chunks of one fragment tracked individually (beyond that, bytes are counted). */
+#define USNIC_REASM_MAX_CHUNKS 512
+
 struct usnic_reasm {
     bool active;
     uint8_t tag; /* PML tag of the fragment */
@@ -39,12 +42,19 @@ struct usnic_reasm {
     uint64_t received; /* bytes copied in so far, <= msg_len */
     uint8_t *buf;
     void *handle;
+    uint64_t got[USNIC_REASM_MAX_CHUNKS / 64]; /* chunks received, when the table knows
+                                                  the chunk size */
 };
 
 struct usnic_reasm_table {
     struct usnic_reasm *slots;
     uint32_t nslots;
     const struct usnic_reasm_alloc *alloc;
+    /* The sender's chunk size, 0 if unknown.  When known, every chunk must
+     * start at a multiple of it and be whole (or the fragment's tail), and
+     * each may arrive once: overlapping or repeated chunks are rejected, so
+     * a fragment is complete only when every byte was written. */
+    uint64_t chunk;
 };
 
 int usnic_reasm_table_init(struct usnic_reasm_table *t, uint32_t nslots,
@@ -66,8 +76,10 @@ enum usnic_drop_reason usnic_reasm_check(const struct usnic_reasm_table *t, uint
 /*
  * Copy a chunk in.  Returns USNIC_PKT_OK and sets *done to the finished
  * reassembly when this chunk completed it (the caller delivers and then
- * calls usnic_reasm_release()), or USNIC_DROP_REASSEMBLY if no buffer could
- * be had.  Call only after usnic_reasm_check() returned OK.
+ * calls usnic_reasm_release()), USNIC_DROP_CHUNK_RANGE if the chunk does not
+ * fit the table's chunk size or was already received (nothing is written),
+ * or USNIC_DROP_REASSEMBLY if no buffer could be had.  Call only after
+ * usnic_reasm_check() returned OK.
  */
 enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg_id,
                                        uint64_t msg_len, uint64_t offset, const void *data,

@@ -546,6 +546,44 @@ static void test_reasm_orders(void)
     usnic_reasm_table_fini(&t);
 }
 
+/* With the chunk size known, chunks must be aligned and whole, and each may
+ * arrive once: overlapping or repeated pieces cannot complete a fragment. */
+static void test_reasm_chunk_positions(void)
+{
+    struct usnic_reasm_table t;
+    struct talloc a = {0, 0, 0};
+    struct usnic_reasm_alloc alloc = {t_get, t_put, &a};
+    struct usnic_reasm *done = NULL;
+    uint8_t data[1000];
+    enum usnic_drop_reason r;
+
+    check_seed = 0;
+    memset(data, 7, sizeof(data));
+    usnic_reasm_table_init(&t, 4, &alloc);
+    t.chunk = 1000;
+    /* a 2500-byte fragment: chunks at 0, 1000 (1000 bytes) and 2000 (500) */
+    r = usnic_reasm_add(&t, 1, 2500, 500, data, 1000, 9, &done);
+    check(USNIC_DROP_CHUNK_RANGE == r && 0 == a.gets, "reasm/chunk_misaligned_rejected",
+          "r=%d gets=%d", r, a.gets);
+    r = usnic_reasm_add(&t, 1, 2500, 1000, data, 600, 9, &done);
+    check(USNIC_DROP_CHUNK_RANGE == r, "reasm/chunk_short_not_tail_rejected", "r=%d", r);
+    r = usnic_reasm_add(&t, 1, 2500, 0, data, 1000, 9, &done);
+    check(USNIC_PKT_OK == r && NULL == done, "reasm/chunk_first_taken", "r=%d", r);
+    r = usnic_reasm_add(&t, 1, 2500, 0, data, 1000, 9, &done);
+    check(USNIC_DROP_CHUNK_RANGE == r && NULL == done, "reasm/chunk_repeat_rejected",
+          "r=%d done=%p", r, (void *) done);
+    r = usnic_reasm_add(&t, 1, 2500, 1000, data, 1000, 9, &done);
+    check(USNIC_PKT_OK == r && NULL == done, "reasm/chunk_second_taken", "r=%d", r);
+    r = usnic_reasm_add(&t, 1, 2500, 2000, data, 500, 9, &done);
+    check(USNIC_PKT_OK == r && NULL != done && 2500 == done->received, "reasm/chunk_tail_completes",
+          "r=%d done=%p", r, (void *) done);
+    if (NULL != done) {
+        usnic_reasm_release(&t, done);
+    }
+    usnic_reasm_table_fini(&t);
+    check(a.gets == a.puts, "reasm/chunk_positions_no_leak", "gets=%d puts=%d", a.gets, a.puts);
+}
+
 static void test_reasm_check(void)
 {
     struct usnic_reasm_table t;
@@ -1364,6 +1402,7 @@ int main(void)
     test_parse_malformed();
     test_reasm_orders();
     test_reasm_check();
+    test_reasm_chunk_positions();
     test_reg_direct();
     test_unknown_sender();
     test_put_end_to_end();
