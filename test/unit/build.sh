@@ -1,21 +1,47 @@
 #!/bin/sh
 # Build the unit tests of the usnic core (reliability, wire format,
-# reassembly, registrations) with AddressSanitizer + UBSan and run them.
+# reassembly, registrations) and run them, either with AddressSanitizer +
+# UBSan (default) or without sanitizers under valgrind (valgrind.sh).
 #
 #   test/unit/build.sh [build-dir]        (default /tmp/usnic-unit)
+#   USNIC_UNIT_MODE=valgrind test/unit/build.sh [build-dir]
 #
 # Exits non-zero if a build fails or a test fails, crashes, leaks, trips a
-# sanitizer or hangs.
+# sanitizer or valgrind, or hangs.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-out=${1:-/tmp/usnic-unit}
+mode=${USNIC_UNIT_MODE:-asan}
 CC=${CC:-gcc}
-CFLAGS="-std=c11 -O1 -g -Wall -Wextra -Werror -fsanitize=address,undefined -fno-omit-frame-pointer -I. -DBTL_USNIC_UNIT_TEST=1"
+CFLAGS="-std=c11 -O1 -g -Wall -Wextra -Werror -I. -DBTL_USNIC_UNIT_TEST=1"
 CORE="btl_usnic_rel.c btl_usnic_reasm.c btl_usnic_reg.c btl_usnic_proto.c"
 TESTS="test_rel test_proto"
-LIMIT=${USNIC_UNIT_TIMEOUT:-300} # seconds per test; they take about one
+
+case $mode in
+asan)
+    out=${1:-/tmp/usnic-unit}
+    CFLAGS="$CFLAGS -fsanitize=address,undefined -fno-omit-frame-pointer"
+    LIMIT=${USNIC_UNIT_TIMEOUT:-300} # seconds per test; they take about one
+    RUNNER=""
+    label="unit tests"
+    # leaks are errors; UBSan stops (non-zero) at the first report
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+    export ASAN_OPTIONS UBSAN_OPTIONS
+    ;;
+valgrind)
+    out=${1:-/tmp/usnic-unit-valgrind}
+    command -v valgrind >/dev/null 2>&1 || { echo "valgrind not found"; exit 1; }
+    LIMIT=${USNIC_UNIT_TIMEOUT:-900}
+    RUNNER="valgrind -q --error-exitcode=1 --leak-check=full"
+    label="valgrind unit tests"
+    ;;
+*)
+    echo "USNIC_UNIT_MODE must be asan or valgrind"
+    exit 2
+    ;;
+esac
 
 mkdir -p "$out" || exit 1
 cd "$root" || exit 1
@@ -26,11 +52,6 @@ for t in $TESTS; do
     $CC $CFLAGS -o "$out/$t" $CORE "test/unit/$t.c" test/unit/simlink.c || exit 1
 done
 
-# leaks are errors; UBSan stops (non-zero) at the first report
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
-UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export ASAN_OPTIONS UBSAN_OPTIONS
-
 if command -v timeout >/dev/null 2>&1; then
     run() { timeout "$LIMIT" "$@"; }
 else
@@ -39,8 +60,9 @@ fi
 
 failed=""
 for t in $TESTS; do
-    echo "run: $t"
-    run "$out/$t"
+    echo "run ($mode): $t"
+    # shellcheck disable=SC2086
+    run $RUNNER "$out/$t"
     rc=$?
     if [ "$rc" -ne 0 ]; then
         [ "$rc" -eq 124 ] && echo "$t: timed out after ${LIMIT}s"
@@ -49,7 +71,7 @@ for t in $TESTS; do
 done
 
 if [ -n "$failed" ]; then
-    echo "unit tests FAILED:$failed"
+    echo "$label FAILED:$failed"
     exit 1
 fi
-echo "unit tests passed"
+echo "$label passed"
