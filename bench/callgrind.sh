@@ -246,24 +246,12 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 btl_identity >"$LOGDIR/build-after.txt"
 echo "# $TOTAL valgrind jobs$([ $STRACE = 1 ] && echo " + $(( ${#TLIST[@]} * 2 )) strace jobs") in $((T_END - T_START))s; logs in ${LOGDIR#$HERE/}" >&2
 
-python3 - "$LOGDIR" "$RESDIR/$NAME" "$N1" "$N2" "$REPEAT" "$TRANSPORTS" "$TSCALE" \
+BENCH_DIR=$HERE python3 - "$LOGDIR" "$RESDIR/$NAME" "$N1" "$N2" "$REPEAT" "$TRANSPORTS" "$TSCALE" \
     "$ACK_DELAY" "$RETRANS" "$PLAIN" "$LOAD_BEFORE" "$LOAD_AFTER" "$((T_END - T_START))" <<'PY'
 import sys, os, re, collections
 
-def build_lines(logdir):
-    """the measured build, and a warning if it changed during the run"""
-    def rd(n):
-        try:
-            return open(os.path.join(logdir, n)).read().strip()
-        except OSError:
-            return ""
-    b, a = rd("build-before.txt"), rd("build-after.txt")
-    out = [f"usnic BTL measured: {b or 'unknown'}"]
-    so = lambda x: x.split(";")[0]
-    if a and b and so(a) != so(b):
-        out.append(f"WARNING: the installed usnic BTL changed during the run (now: {so(a)}); "
-                   "the results mix two builds")
-    return out
+sys.path.insert(0, os.environ["BENCH_DIR"])
+from benchlib import build_lines
 
 (logdir, prefix, n1, n2, repeat, transports, tscale, ack_delay, retrans, plain,
  load_before, load_after, secs) = sys.argv[1:14]

@@ -319,24 +319,12 @@ btl_identity >"$LOGDIR/build-after.txt"
 echo "# $TOTAL runs in $((T_END - T_START))s; loadavg after: $LOAD_AFTER; logs in ${LOGDIR#$HERE/}" >&2
 cleanup
 
-python3 - "$LOGDIR" "$RESDIR/$NAME" "$PCT" "$CYCLES" "$ROUNDS" "$LOAD_BEFORE" "$LOAD_AFTER" \
+BENCH_DIR=$HERE python3 - "$LOGDIR" "$RESDIR/$NAME" "$PCT" "$CYCLES" "$ROUNDS" "$LOAD_BEFORE" "$LOAD_AFTER" \
     "$IDLE_BEFORE" "$((T_END - T_START))" "$ALL_UDP" "$DROP_RATE" "$NUMGEN" <<'PY'
 import sys, os, re, statistics
 
-def build_lines(logdir):
-    """the measured build, and a warning if it changed during the run"""
-    def rd(n):
-        try:
-            return open(os.path.join(logdir, n)).read().strip()
-        except OSError:
-            return ""
-    b, a = rd("build-before.txt"), rd("build-after.txt")
-    out = [f"usnic BTL measured: {b or 'unknown'}"]
-    so = lambda x: x.split(";")[0]
-    if a and b and so(a) != so(b):
-        out.append(f"WARNING: the installed usnic BTL changed during the run (now: {so(a)}); "
-                   "the results mix two builds")
-    return out
+sys.path.insert(0, os.environ["BENCH_DIR"])
+from benchlib import build_lines
 
 (logdir, prefix, pct, cycles, rounds, load_before, load_after, idle_before, secs,
  all_udp, drop_rate, numgen) = sys.argv[1:13]
