@@ -85,7 +85,6 @@ typedef struct usnic_fault {
     uint64_t rng;      /* xorshift state, from btl_usnic_debug_seed */
     uint8_t *held_buf; /* a packet held back to be processed late (copy) */
     uint32_t held_len; /* 0 = nothing held */
-    enum usnic_channel_id held_chan;
 } usnic_fault_t;
 
 typedef struct usnic_module {
@@ -106,15 +105,11 @@ typedef struct usnic_module {
     struct fid_av *av;
     usnic_channel_t chan[USNIC_NUM_CHANNELS];
 
-    /* payload bytes of one FRAG datagram on each channel */
-    uint32_t max_frag_payload[USNIC_NUM_CHANNELS];
-    uint32_t max_chunk_payload; /* data channel, CHUNK packets */
-    uint32_t max_put_payload;   /* data channel, PUT packets */
-    uint64_t max_msg_len;       /* largest PML fragment we reassemble */
-    bool zero_copy;             /* iov_limit >= 2: send user data without copying it */
-    bool is_udp;                /* provider "udp": plain UDP sockets underneath */
-    uint32_t advertised_mtu;    /* the provider's max_msg_size */
-    int seg_max;                /* send segments the module may allocate */
+    uint64_t max_msg_len;    /* largest PML fragment we reassemble */
+    bool zero_copy;          /* iov_limit >= 2: send user data without copying it */
+    bool is_udp;             /* provider "udp": plain UDP sockets underneath */
+    uint32_t advertised_mtu; /* the provider's max_msg_size */
+    int seg_max;             /* send segments the module may allocate */
 
     /* free lists (all bounded; the hotel has a room for every send segment) */
     opal_free_list_t send_segs; /* data-MTU send buffers */

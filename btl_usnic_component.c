@@ -303,10 +303,6 @@ static void module_set_sizes(usnic_module_t *module, uint32_t data_mtu)
     }
     module->chan[USNIC_CHAN_DATA].mtu = data_mtu;
     module->chan[USNIC_CHAN_PRIO].mtu = prio_mtu;
-    module->max_frag_payload[USNIC_CHAN_DATA] = data_mtu - (uint32_t) USNIC_HDR_LEN_FRAG;
-    module->max_frag_payload[USNIC_CHAN_PRIO] = prio_mtu - (uint32_t) USNIC_HDR_LEN_FRAG;
-    module->max_chunk_payload = data_mtu - (uint32_t) USNIC_HDR_LEN_CHUNK;
-    module->max_put_payload = data_mtu - (uint32_t) USNIC_HDR_LEN_PUT;
 
     m = b->btl_max_send_size;
     if (b->btl_eager_limit > m) {

@@ -98,9 +98,8 @@ typedef struct usnic_frag {
     void *put_local;
     struct mca_btl_base_registration_handle_t *put_local_handle;
 
-    bool queued;   /* on the endpoint's send queue */
-    bool sent;     /* every byte handed to the wire at least once */
-    bool pml_done; /* completion reported to the PML */
+    bool queued; /* on the endpoint's send queue */
+    bool sent;   /* every byte handed to the wire at least once */
 } usnic_frag_t;
 OBJ_CLASS_DECLARATION(usnic_frag_t);
 
@@ -124,10 +123,6 @@ usnic_frag_t *usnic_frag_alloc_large(struct usnic_module *module,
                                      struct mca_btl_base_endpoint_t *ep, uint32_t flags);
 void usnic_frag_release(usnic_frag_t *frag);
 
-static inline void usnic_seg_get(usnic_seg_t *seg)
-{
-    seg->refs++;
-}
 
 END_C_DECLS
 

@@ -88,7 +88,8 @@ static mca_btl_base_descriptor_t *usnic_alloc(struct mca_btl_base_module_t *btl,
     (void) order;
 
     usnic_lock();
-    if (size <= ((NULL != ep) ? ep->frag_max : module->max_frag_payload[USNIC_CHAN_DATA])) {
+    if (size <=
+        ((NULL != ep) ? ep->frag_max : module->chan[USNIC_CHAN_DATA].mtu - USNIC_HDR_LEN_FRAG)) {
         frag = usnic_frag_alloc_small(module, ep, size, flags);
     } else if (size <= module->max_msg_len) {
         frag = usnic_frag_alloc_large(module, ep, flags);

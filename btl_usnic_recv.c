@@ -15,29 +15,32 @@
 #include "btl_usnic_frag.h"
 #include "btl_usnic_util.h"
 
-void usnic_repost_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg)
+/* Post a receive buffer; on failure it goes back to its free list. */
+static int post_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg)
 {
     ssize_t rc = fi_recv(chan->ep, seg->super.ptr, chan->prefix + chan->mtu, NULL, FI_ADDR_UNSPEC,
                          &seg->fictx);
     if (OPAL_UNLIKELY(0 != rc)) {
         USNIC_VERBOSE(5, "%s: fi_recv: %s", module->ifname, fi_strerror((int) -rc));
         opal_free_list_return(&chan->rx_segs, &seg->super);
+        return OPAL_ERROR;
     }
+    return OPAL_SUCCESS;
+}
+
+void usnic_repost_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg)
+{
+    (void) post_recv(module, chan, seg);
 }
 
 int usnic_post_recvs(usnic_module_t *module, usnic_channel_t *chan)
 {
     for (int i = 0; i < chan->rx_depth; i++) {
         usnic_seg_t *seg = (usnic_seg_t *) opal_free_list_get(&chan->rx_segs);
-        ssize_t rc;
         if (NULL == seg) {
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
-        rc = fi_recv(chan->ep, seg->super.ptr, chan->prefix + chan->mtu, NULL, FI_ADDR_UNSPEC,
-                     &seg->fictx);
-        if (0 != rc) {
-            USNIC_VERBOSE(5, "%s: fi_recv: %s", module->ifname, fi_strerror((int) -rc));
-            opal_free_list_return(&chan->rx_segs, &seg->super);
+        if (OPAL_SUCCESS != post_recv(module, chan, seg)) {
             return OPAL_ERROR;
         }
     }
@@ -214,7 +217,7 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
 }
 
 /* Fault injection: decide what happens to an arriving packet. */
-static void inject(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *buf, size_t len)
+static void inject(usnic_module_t *module, const uint8_t *buf, size_t len)
 {
     usnic_fault_t *f = &module->fault;
 
@@ -228,7 +231,6 @@ static void inject(usnic_module_t *module, usnic_channel_t *chan, const uint8_t 
         module->stats.inj_reorder++;
         memcpy(f->held_buf, buf, len);
         f->held_len = (uint32_t) len;
-        f->held_chan = chan->id;
         return;
     }
     process_packet(module, buf, len);
@@ -256,7 +258,7 @@ void usnic_handle_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_
     module->stats.rx_pkts++;
     if (OPAL_UNLIKELY(module->fault.drop_rate > 0.0 || module->fault.dup_rate > 0.0 ||
                       module->fault.reorder_rate > 0.0)) {
-        inject(module, chan, seg->buf, len);
+        inject(module, seg->buf, len);
     } else {
         process_packet(module, seg->buf, len);
     }

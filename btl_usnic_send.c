@@ -316,7 +316,6 @@ int usnic_progress_done_frags(usnic_module_t *module)
         mca_btl_base_endpoint_t *ep = frag->ep;
 
         count++;
-        frag->pml_done = true;
         if (USNIC_FRAG_PUT == frag->kind) {
             mca_btl_base_rdma_completion_fn_t cb = frag->put_cb;
             void *local = frag->put_local, *ctx = frag->put_cbcontext, *data = frag->put_cbdata;
