@@ -231,11 +231,7 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
         }
     } else {
         large_layout(frag);
-        if (opal_list_is_empty(&ep->sendq) && OPAL_SUCCESS == usnic_send_chunks(module, ep, frag)) {
-            /* all chunks out; completion comes with the last ACK */
-        } else if (!frag->queued) {
-            usnic_endpoint_enqueue(ep, frag);
-        }
+        usnic_send_chunked(module, ep, frag); /* completion comes with the last ACK */
     }
     usnic_unlock();
     return rc;
@@ -331,10 +327,8 @@ static int usnic_put(struct mca_btl_base_module_t *btl, struct mca_btl_base_endp
     if (0 == size) {
         frag->sent = true;
         opal_list_append(&module->done_frags, &frag->base.super.super);
-    } else if (!(opal_list_is_empty(&ep->sendq) &&
-                 OPAL_SUCCESS == usnic_send_chunks(module, ep, frag)) &&
-               !frag->queued) {
-        usnic_endpoint_enqueue(ep, frag);
+    } else {
+        usnic_send_chunked(module, ep, frag);
     }
     usnic_unlock();
     return OPAL_SUCCESS;

@@ -271,6 +271,13 @@ void usnic_endpoint_enqueue(mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
     usnic_endpoint_sendq_arm(ep);
 }
 
+void usnic_send_chunked(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
+{
+    if (!opal_list_is_empty(&ep->sendq) || OPAL_SUCCESS != usnic_send_chunks(module, ep, frag)) {
+        usnic_endpoint_enqueue(ep, frag); /* behind the others, or the rest of it later */
+    }
+}
+
 int usnic_progress_resends(usnic_module_t *module)
 {
     int max = mca_btl_usnic_component.params.max_resends_per_iteration;

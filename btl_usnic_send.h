@@ -29,6 +29,9 @@ int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
 /* Send a segment whose FRAG header and payload_len bytes of payload are already filled in. */
 int usnic_send_inline(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
                       uint32_t payload_len);
+/* A new LARGE/PUT fragment: chunks go out now if nothing waits ahead of it;
+ * whatever cannot go yet is queued. */
+void usnic_send_chunked(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
 /* Queue a fragment behind the endpoint's others. */
 void usnic_endpoint_enqueue(mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
 /* Send an explicit ACK (with SACK when there is a gap). */
