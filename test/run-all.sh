@@ -22,7 +22,11 @@ run_step() {
     echo "=== $name"
     "$@" >"$log" 2>&1
     rc=$?
-    grep -E '^(PASS|FAIL)' "$log"
+    # PASS/FAIL lines, and the log excerpt a FAIL brings with it (fail() in
+    # test/lib/mpitest.sh frames it with "---- ... ----" lines)
+    awk '/^(PASS|FAIL)/ { print; x = 0; next }
+         /^---- last lines of / { x = 1 }
+         x { print } /^----$/ { x = 0 }' "$log"
     p=$(grep -c '^PASS' "$log")
     f=$(grep -c '^FAIL' "$log")
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
