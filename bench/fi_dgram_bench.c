@@ -76,6 +76,7 @@ struct opts {
     long lat_iters; /* 0: automatic */
     double stream_ms;
     int rx_depth;
+    int rx_depth_set; /* -R given: keep all rx_depth receives posted */
     int tx_depth;
     int human;
     int no_inject;
@@ -208,6 +209,10 @@ struct fab {
     char *pool;        /* rx slots followed by tx slots */
     char *rxbuf, *txbuf;
     int rx_depth, tx_depth;
+    int rx_posted;  /* receives currently posted */
+    int rx_target;  /* how many to keep posted (see rx_target_for) */
+    int *rx_parked; /* buffers not reposted while rx_posted >= rx_target */
+    int rx_nparked;
     struct fi_context *rxctx, *txctx;
     int *txfree;
     int ntxfree;
@@ -340,6 +345,8 @@ static void fab_open(void)
     }
 
     F.rxctx = calloc((size_t) F.rx_depth, sizeof(*F.rxctx));
+    F.rx_parked = calloc((size_t) F.rx_depth, sizeof(*F.rx_parked));
+    F.rx_target = F.rx_depth;
     F.txctx = calloc((size_t) F.tx_depth, sizeof(*F.txctx));
     F.txfree = calloc((size_t) F.tx_depth, sizeof(*F.txfree));
     if (!F.rxctx || !F.txctx || !F.txfree)
@@ -399,13 +406,51 @@ static void post_rx(int i)
 {
     for (;;) {
         ssize_t r = fi_recv(F.ep, rx_slot(i), F.slot, F.desc, FI_ADDR_UNSPEC, &F.rxctx[i]);
-        if (r == 0)
+        if (r == 0) {
+            F.rx_posted++;
             return;
+        }
         if (r != -FI_EAGAIN)
             die("fi_recv: %zd (%s)", r, fi_strerror((int) -r));
         /* queue full: should not happen since we post at most rx_size */
         drain_tx();
     }
+}
+
+/* A receive completed into buffer i: post it again, or park it while
+ * enough others are posted. */
+static void recycle_rx(int i)
+{
+    F.rx_posted--;
+    if (F.rx_posted < F.rx_target)
+        post_rx(i);
+    else
+        F.rx_parked[F.rx_nparked++] = i;
+}
+
+/* Receives to keep posted for datagrams of this size.  -R N: always N.
+ * Default: the rule of the usnic BTL's automatic btl_usnic_rd_num over the
+ * udp provider, so both receive into the same number of buffers: enough
+ * for 512 KiB (at least 8, at most the -R default of 512).  A small set
+ * stays in the CPU cache; the kernel socket buffer queues the rest. */
+static int rx_target_for(size_t size)
+{
+    size_t n;
+    if (o.rx_depth_set)
+        return F.rx_depth;
+    n = (512u * 1024) / (size + F.prefix > 0 ? size + F.prefix : 1);
+    if (n < 8)
+        n = 8;
+    return n > (size_t) F.rx_depth ? F.rx_depth : (int) n;
+}
+
+/* Keep rx_target_for(size) receives posted from now on: parked buffers are
+ * posted at once; surplus ones are parked as their receives complete. */
+static void set_rx_target(size_t size)
+{
+    F.rx_target = rx_target_for(size);
+    while (F.rx_posted < F.rx_target && F.rx_nparked > 0)
+        post_rx(F.rx_parked[--F.rx_nparked]);
 }
 
 static void drain_tx(void)
@@ -501,8 +546,7 @@ static size_t wait_one_rx(void)
     double t0 = 0;
     for (;;) {
         if (poll_rx(&e, 1) == 1) {
-            int idx = rx_index(&e);
-            post_rx(idx);
+            recycle_rx(rx_index(&e));
             if (e.len < F.prefix)
                 continue; /* provider-internal packet without payload */
             return e.len - F.prefix;
@@ -529,7 +573,7 @@ static long drain_rx(double quiet_s)
     for (;;) {
         int k = poll_rx(e, 64);
         for (int j = 0; j < k; j++)
-            post_rx(rx_index(&e[j]));
+            recycle_rx(rx_index(&e[j]));
         n += k;
         if (F.tx_outstanding)
             drain_tx();
@@ -609,6 +653,7 @@ static void server_main(void)
             break;
         if (c.cmd == CTL_PINGPONG) {
             size_t size = c.size;
+            set_rx_target(size);
             for (int64_t i = 0; i < c.a; i++) {
                 size_t len = wait_one_rx();
                 if (len != size)
@@ -626,6 +671,7 @@ static void server_main(void)
             double tlast = 0, tend = 0;
             int64_t sent = -1;
             unsigned spins = 0;
+            set_rx_target(size);
             drain_rx(0.005);
             memset(&c, 0, sizeof(c));
             c.cmd = CTL_READY;
@@ -650,7 +696,7 @@ static void server_main(void)
                         } else {
                             foreign++;
                         }
-                        post_rx(idx);
+                        recycle_rx(idx);
                     }
                 }
                 if (sent < 0) {
@@ -742,6 +788,7 @@ static double pingpong_batch(size_t size, long iters)
     c.cmd = CTL_PINGPONG;
     c.size = (uint32_t) size;
     c.a = iters;
+    set_rx_target(size);
     ctl_send(&c);
     /* give the server a moment to enter its loop: not needed for
      * correctness (datagrams queue in its socket), so just start */
@@ -949,10 +996,10 @@ static void client_main(void)
                                  "(FI_ENODATA), retried without it");
     else if (F.max_payload > 1472)
         printf("# max_msg_size hint %zu honoured by fi_getinfo\n", F.max_payload);
-    printf("# posted receives=%d tx slots=%d reps=%d stream_time=%.0fms "
+    printf("# posted receives=%d%s tx slots=%d reps=%d stream_time=%.0fms "
            "net.core.rmem_default=%ld\n",
-           F.rx_depth, F.tx_depth, o.reps, o.stream_ms,
-           read_sysctl("/proc/sys/net/core/rmem_default"));
+           F.rx_depth, o.rx_depth_set ? "" : " (kept posted: 512 KiB worth, >= 8)", F.tx_depth,
+           o.reps, o.stream_ms, read_sysctl("/proc/sys/net/core/rmem_default"));
     printf("# test size median min max unit\n");
     fflush(stdout);
 
@@ -1008,7 +1055,9 @@ static void usage(int code)
             "  -r reps    repetitions, median reported (default 5)\n"
             "  -n iters   ping-pong round trips per repetition (default: automatic)\n"
             "  -T ms      streaming time per repetition (default 100)\n"
-            "  -R depth   posted receives (default 512, capped by rx_attr->size)\n"
+            "  -R depth   posted receives (default: up to 512, capped by rx_attr->size, with\n"
+            "             only enough for 512 KiB kept posted per datagram size, at least 8,\n"
+            "             as the usnic BTL does over udp; -R N keeps all N posted)\n"
             "  -W depth   tx slots / outstanding sends (default 256)\n"
             "  -I         never use fi_inject (always fi_send + tx completion)\n"
             "  -B bytes   kernel socket buffer size to request (default 4194304, as the\n"
@@ -1077,6 +1126,7 @@ int main(int argc, char **argv)
             break;
         case 'R':
             o.rx_depth = atoi(optarg);
+            o.rx_depth_set = 1;
             break;
         case 'W':
             o.tx_depth = atoi(optarg);
