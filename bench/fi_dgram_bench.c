@@ -10,6 +10,20 @@
  * result reporting).  No datagram is ever sent to any address other than the
  * peer endpoint name obtained from fi_getname() on that interface address.
  *
+ * Split mode runs the two sides as separate processes, e.g. in two network
+ * namespaces or on two hosts: "-L addr" is the server (it waits for one
+ * client on TCP addr:port and binds its endpoint to addr), "-C addr" the
+ * client (its endpoint and its end of the control connection bound to -a,
+ * it connects to the server at addr:port).  The control channel is then that
+ * TCP connection; the client hands the server the settings it needs (provider,
+ * largest datagram, queue depths, socket buffers), so the server takes no
+ * other options.  Each side accepts only the peer endpoint whose address is
+ * the other end of the control connection.  The streaming window needs the
+ * receiver's clock: the client reads the server's CLOCK_MONOTONIC a few times
+ * over the control connection; if every reading falls inside the round trip
+ * that fetched it, both run on one kernel and share the clock (namespaces),
+ * otherwise the offset of the fastest round trip is subtracted (reported).
+ *
  * Tests
  *   lat     ping-pong, half round-trip time in us (median/min/max over reps)
  *   stream  one-way streaming: the sender sends size-d datagrams back to back
@@ -20,7 +34,8 @@
  *             loss   fraction of sent datagrams that never arrived
  *             txrate datagrams/s the sender managed to hand to the provider
  *           The window runs from the sender's first send to the receiver's
- *           last counted receive (both use CLOCK_MONOTONIC on the same host).
+ *           last counted receive (both use CLOCK_MONOTONIC on the same host;
+ *           split mode: see above).
  *
  * Output: one machine-readable line per test and size:
  *     test size median min max unit
@@ -34,6 +49,7 @@
 #include "btl_usnic_util.h"
 #include <getopt.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -59,6 +75,10 @@
 #define MAX_ADDRLEN 128
 #define UDP4_MAX_PAYLOAD 65507 /* 65535 - 20 (IPv4) - 8 (UDP) */
 #define WAIT_TIMEOUT_S 2.0     /* a ping-pong reply not seen within this: fail */
+#define CTL_PORT_DEFAULT 47472 /* split mode: TCP control port */
+#define ACCEPT_TIMEOUT_S 60    /* split mode: server waits this long for its client */
+#define CONNECT_TIMEOUT_S 10   /* split mode: client retries connecting this long */
+#define CLOCK_SAMPLES 16       /* split mode: server clock readings */
 
 /* ------------------------------------------------------------------------ */
 /* options                                                                   */
@@ -83,6 +103,9 @@ struct opts {
     int strict;  /* refuse sizes above the advertised max_msg_size */
     int sockbuf; /* -B: kernel socket buffer bytes (0 = system default) */
     int verbose;
+    int split;            /* 0: fork both sides; 'L': split-mode server; 'C': client */
+    const char *ctl_addr; /* -L / -C address */
+    int ctl_port;         /* -P */
 };
 
 static struct opts o;
@@ -119,7 +142,9 @@ enum {
     CTL_STREAM_END, /* a: datagrams sent */
     CTL_STREAM_RES, /* a: datagrams received, b: bytes, t: last rx time */
     CTL_QUIT,
-    CTL_ERROR
+    CTL_ERROR,
+    CTL_HELLO, /* split mode, client -> server: addr holds a struct hello */
+    CTL_CLOCK  /* split mode: t: the server's CLOCK_MONOTONIC (reply) */
 };
 
 struct ctl {
@@ -131,6 +156,23 @@ struct ctl {
 };
 
 static int ctl_fd = -1;
+
+/* Split mode: the settings the server takes from its client. */
+struct hello {
+    uint32_t magic;
+    uint32_t max_payload;
+    int32_t rx_depth, rx_depth_set, tx_depth, sockbuf, strict, no_inject;
+    char prov[64];
+};
+#define HELLO_MAGIC 0x66646231u /* "fdb1" */
+_Static_assert(sizeof(struct hello) <= MAX_ADDRLEN, "struct hello must fit in ctl.addr");
+
+/* The peer endpoint's address must be this one: our own interface address
+ * (fork mode) or the other end of the control connection (split mode). */
+static struct in_addr peer_ip;
+static int peer_ip_set;
+/* split mode: the server's CLOCK_MONOTONIC minus ours (0: same clock) */
+static double clock_offset;
 
 static void ctl_send(const struct ctl *c)
 {
@@ -588,6 +630,22 @@ static long drain_rx(double quiet_s)
 /* ------------------------------------------------------------------------ */
 /* setup shared by both sides                                                */
 
+/* The largest datagram the options ask for. */
+static size_t wanted_payload(void)
+{
+    size_t m = 0;
+    int i;
+    for (i = 0; i < o.ndsizes; i++)
+        if (o.dsizes[i] > m)
+            m = o.dsizes[i];
+    for (i = 0; i < o.nbsizes; i++)
+        if (o.bsizes[i] > m)
+            m = o.bsizes[i];
+    if (o.do_lat && (size_t) o.lat_max > m)
+        m = (size_t) o.lat_max;
+    return m;
+}
+
 static void setup_both(void)
 {
     struct ctl c;
@@ -596,15 +654,7 @@ static void setup_both(void)
     int i;
 
     fab_getinfo();
-    F.max_payload = 0;
-    for (i = 0; i < o.ndsizes; i++)
-        if (o.dsizes[i] > F.max_payload)
-            F.max_payload = o.dsizes[i];
-    for (i = 0; i < o.nbsizes; i++)
-        if (o.bsizes[i] > F.max_payload)
-            F.max_payload = o.bsizes[i];
-    if (o.do_lat && (size_t) o.lat_max > F.max_payload)
-        F.max_payload = (size_t) o.lat_max;
+    F.max_payload = wanted_payload();
     if (o.strict && F.max_payload > F.advertised)
         die("datagram size %zu exceeds the provider's advertised max_msg_size "
             "%zu (-x given)",
@@ -621,14 +671,21 @@ static void setup_both(void)
     ctl_send(&c);
     ctl_expect(&c, CTL_ADDR);
 
-    /* only ever talk to the peer's name on our interface address */
+    /* only ever talk to the peer's name on our interface address (split
+     * mode: on the address at the other end of the control connection) */
     if (c.a == (int64_t) sizeof(struct sockaddr_in)) {
         struct sockaddr_in sin;
         memcpy(&sin, c.addr, sizeof(sin));
         struct sockaddr_in mine;
         memcpy(&mine, name, sizeof(mine));
-        if (sin.sin_family != AF_INET || sin.sin_addr.s_addr != mine.sin_addr.s_addr)
-            die("peer address is not on our interface address, refusing");
+        if (!peer_ip_set) {
+            if (sin.sin_family != AF_INET || sin.sin_addr.s_addr != mine.sin_addr.s_addr)
+                die("peer address is not on our interface address, refusing");
+        } else if (sin.sin_family != AF_INET || sin.sin_addr.s_addr != peer_ip.s_addr) {
+            char want[INET_ADDRSTRLEN] = "?";
+            inet_ntop(AF_INET, &peer_ip, want, sizeof(want));
+            die("peer endpoint address is not %s (the control connection's peer), refusing", want);
+        }
     }
     int n = fi_av_insert(F.av, c.addr, 1, &F.peer, 0, NULL);
     if (n != 1)
@@ -727,6 +784,12 @@ static void server_main(void)
             ctl_send(&c);
             if (o.verbose && foreign)
                 fprintf(stderr, "# server: %ld stale datagrams ignored\n", foreign);
+        } else if (c.cmd == CTL_CLOCK) {
+            double t = now_s();
+            memset(&c, 0, sizeof(c));
+            c.cmd = CTL_CLOCK;
+            c.t = t;
+            ctl_send(&c);
         } else {
             die("control protocol: unexpected command %d", c.cmd);
         }
@@ -880,7 +943,7 @@ static void stream_once(size_t size, double *bw, double *rate, double *loss, dou
     ctl_expect(&c, CTL_STREAM_RES);
     long got = (long) c.a;
     double bytes = (double) c.b;
-    double win = c.t - t0;
+    double win = c.t - clock_offset - t0;
     *txrate = (double) sent / (t1 - t0);
     *loss = sent ? 1.0 - (double) got / (double) sent : 0.0;
     if (got > 0 && win > 0) {
@@ -944,12 +1007,51 @@ static long read_sysctl(const char *path)
     return v;
 }
 
+/* Split mode: read the server's CLOCK_MONOTONIC CLOCK_SAMPLES times and set
+ * clock_offset; describes the outcome in desc. */
+static void clock_sync(char *desc, size_t desclen)
+{
+    double best_rtt = 1e30, best_off = 0;
+    int same = 1;
+    for (int i = 0; i < CLOCK_SAMPLES; i++) {
+        struct ctl c;
+        memset(&c, 0, sizeof(c));
+        c.cmd = CTL_CLOCK;
+        double t0 = now_s();
+        ctl_send(&c);
+        ctl_expect(&c, CTL_CLOCK);
+        double t1 = now_s();
+        if (c.t < t0 || c.t > t1)
+            same = 0;
+        if (t1 - t0 < best_rtt) {
+            best_rtt = t1 - t0;
+            best_off = c.t - 0.5 * (t0 + t1);
+        }
+    }
+    if (same) {
+        clock_offset = 0;
+        snprintf(desc, desclen,
+                 "shared CLOCK_MONOTONIC (all %d server readings inside their round "
+                 "trips: same kernel)",
+                 CLOCK_SAMPLES);
+    } else {
+        clock_offset = best_off;
+        snprintf(desc, desclen,
+                 "server clock offset %.1f us estimated from the fastest of %d round "
+                 "trips (+-%.1f us)",
+                 best_off * 1e6, CLOCK_SAMPLES, best_rtt * 0.5e6);
+    }
+}
+
 static void client_main(void)
 {
     size_t lat_sizes[MAX_SIZES + 32], st_sizes[2 * MAX_SIZES];
     int nlat = 0, nst = 0, i;
+    char clockdesc[160] = "";
 
     setup_both();
+    if (o.split)
+        clock_sync(clockdesc, sizeof(clockdesc));
 
     if (o.do_lat) {
         if (o.lat_min <= 0 && o.lat_max >= 0)
@@ -1000,6 +1102,9 @@ static void client_main(void)
            "net.core.rmem_default=%ld\n",
            F.rx_depth, o.rx_depth_set ? "" : " (kept posted: 512 KiB worth, >= 8)", F.tx_depth,
            o.reps, o.stream_ms, read_sysctl("/proc/sys/net/core/rmem_default"));
+    if (o.split)
+        printf("# split mode: server %s (TCP control port %d), client %s; clocks: %s\n", o.ctl_addr,
+               o.ctl_port, abuf, clockdesc);
     printf("# test size median min max unit\n");
     fflush(stdout);
 
@@ -1015,6 +1120,142 @@ static void client_main(void)
     if (o.human)
         print_human();
     fab_close();
+}
+
+/* ------------------------------------------------------------------------ */
+/* split mode: the control channel is a TCP connection                      */
+
+static struct in_addr parse_ip4(const char *s, const char *what)
+{
+    struct in_addr a;
+    if (inet_pton(AF_INET, s, &a) != 1)
+        die("%s: '%s' is not an IPv4 address", what, s);
+    return a;
+}
+
+static void ctl_nodelay(int fd)
+{
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
+        die("setsockopt(TCP_NODELAY): %s", strerror(errno));
+}
+
+/* Server: wait for one client on ctl_addr:ctl_port, take its settings. */
+static void split_server_start(void)
+{
+    struct sockaddr_in sa, pa;
+    socklen_t plen = sizeof(pa);
+    struct pollfd pfd;
+    struct ctl c;
+    struct hello h;
+    int one = 1, r;
+
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0)
+        die("socket: %s", strerror(errno));
+    if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
+        die("setsockopt(SO_REUSEADDR): %s", strerror(errno));
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t) o.ctl_port);
+    sa.sin_addr = parse_ip4(o.ctl_addr, "-L");
+    if (bind(lfd, (struct sockaddr *) &sa, sizeof(sa)) || listen(lfd, 1))
+        die("listening on %s:%d: %s", o.ctl_addr, o.ctl_port, strerror(errno));
+    if (o.verbose)
+        fprintf(stderr, "server: listening on %s:%d\n", o.ctl_addr, o.ctl_port);
+    memset(&pfd, 0, sizeof(pfd));
+    pfd.fd = lfd;
+    pfd.events = POLLIN;
+    do {
+        r = poll(&pfd, 1, ACCEPT_TIMEOUT_S * 1000);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0)
+        die("poll: %s", strerror(errno));
+    if (r == 0)
+        die("no client connected to %s:%d within %d s", o.ctl_addr, o.ctl_port, ACCEPT_TIMEOUT_S);
+    ctl_fd = accept4(lfd, (struct sockaddr *) &pa, &plen, SOCK_CLOEXEC);
+    if (ctl_fd < 0)
+        die("accept: %s", strerror(errno));
+    close(lfd);
+    ctl_nodelay(ctl_fd);
+    peer_ip = pa.sin_addr;
+    peer_ip_set = 1;
+
+    ctl_expect(&c, CTL_HELLO);
+    memcpy(&h, c.addr, sizeof(h));
+    if (h.magic != HELLO_MAGIC)
+        die("the control connection's peer is not a fi_dgram_bench client of this version");
+    h.prov[sizeof(h.prov) - 1] = '\0';
+    o.prov = strdup(h.prov);
+    o.ndsizes = 1;
+    o.dsizes[0] = h.max_payload;
+    o.nbsizes = 0;
+    o.do_lat = 0;
+    o.rx_depth = h.rx_depth;
+    o.rx_depth_set = h.rx_depth_set;
+    o.tx_depth = h.tx_depth;
+    o.sockbuf = h.sockbuf;
+    o.strict = h.strict;
+    o.no_inject = h.no_inject;
+    if (!o.prov || o.rx_depth < 1 || o.tx_depth < 1)
+        die("bad settings from the client");
+}
+
+/* Client: connect to the server (retrying while it is not listening yet)
+ * from our own address, and hand it the settings it needs. */
+static void split_client_start(void)
+{
+    struct sockaddr_in sa, me;
+    struct ctl c;
+    struct hello h;
+    double t0 = now_s();
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t) o.ctl_port);
+    sa.sin_addr = parse_ip4(o.ctl_addr, "-C");
+    memset(&me, 0, sizeof(me));
+    me.sin_family = AF_INET;
+    me.sin_addr = parse_ip4(o.addr, "-a");
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            die("socket: %s", strerror(errno));
+        if (bind(fd, (struct sockaddr *) &me, sizeof(me)))
+            die("binding the control connection to %s: %s", o.addr, strerror(errno));
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0) {
+            ctl_fd = fd;
+            break;
+        }
+        int e = errno;
+        close(fd);
+        if ((e != ECONNREFUSED && e != EINTR && e != ETIMEDOUT && e != EHOSTUNREACH &&
+             e != ENETUNREACH) ||
+            now_s() - t0 > CONNECT_TIMEOUT_S)
+            die("connecting to the server at %s:%d: %s", o.ctl_addr, o.ctl_port, strerror(e));
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ctl_nodelay(ctl_fd);
+    peer_ip = sa.sin_addr;
+    peer_ip_set = 1;
+
+    memset(&h, 0, sizeof(h));
+    h.magic = HELLO_MAGIC;
+    h.max_payload = (uint32_t) wanted_payload();
+    h.rx_depth = o.rx_depth;
+    h.rx_depth_set = o.rx_depth_set;
+    h.tx_depth = o.tx_depth;
+    h.sockbuf = o.sockbuf;
+    h.strict = o.strict;
+    h.no_inject = o.no_inject;
+    if (strlen(o.prov) >= sizeof(h.prov))
+        die("provider name too long for split mode");
+    strcpy(h.prov, o.prov);
+    memset(&c, 0, sizeof(c));
+    c.cmd = CTL_HELLO;
+    memcpy(c.addr, &h, sizeof(h));
+    ctl_send(&c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1043,7 +1284,14 @@ static void usage(int code)
     fprintf(code ? stderr : stdout,
             "usage: fi_dgram_bench [options]\n"
             "  -p prov    libfabric provider (default udp)\n"
-            "  -a addr    interface address both processes bind to (default 127.0.0.1)\n"
+            "  -a addr    interface address both processes bind to (default 127.0.0.1;\n"
+            "             with -C: this process's own address)\n"
+            "  -L addr    split mode, server side: wait for one client on TCP addr:port\n"
+            "             (-P) and bind the endpoint to addr; every other setting comes\n"
+            "             from the client\n"
+            "  -C addr    split mode, client side: connect to the server at addr:port\n"
+            "             (-P); measures and prints as without it\n"
+            "  -P port    split mode TCP control port (default 47472)\n"
             "  -d list    datagram size(s) for streaming, comma separated (default 1472);\n"
             "             each is also measured by ping-pong.  Sizes above the provider's\n"
             "             advertised max_msg_size are requested via the max_msg_size hint\n"
@@ -1088,9 +1336,23 @@ int main(int argc, char **argv)
     o.sockbuf = 4 * 1024 * 1024;
     o.ndsizes = 1;
     o.nbsizes = parse_list("8,64,256,1024", o.bsizes, MAX_SIZES, "-b");
+    o.ctl_port = CTL_PORT_DEFAULT;
 
-    while ((ch = getopt_long(argc, argv, "p:a:d:b:t:s:S:r:n:T:R:W:B:Ixhv", lopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "p:a:d:b:t:s:S:r:n:T:R:W:B:IxhvL:C:P:", lopts, NULL)) !=
+           -1) {
         switch (ch) {
+        case 'L':
+        case 'C':
+            if (o.split && o.split != ch)
+                die("-L and -C exclude each other");
+            o.split = ch;
+            o.ctl_addr = optarg;
+            break;
+        case 'P':
+            o.ctl_port = atoi(optarg);
+            if (o.ctl_port < 1 || o.ctl_port > 65535)
+                die("-P: bad port '%s'", optarg);
+            break;
         case 'p':
             o.prov = optarg;
             break;
@@ -1163,6 +1425,23 @@ int main(int argc, char **argv)
         die("-S too large");
     if (o.ndsizes == 0)
         die("-d: need at least one size");
+
+    if (o.split) {
+        /* a vanished peer makes the control write fail (and die() say so)
+         * rather than kill us with SIGPIPE */
+        signal(SIGPIPE, SIG_IGN);
+        if (o.split == 'L') {
+            self_name = "server";
+            o.addr = o.ctl_addr;
+            split_server_start();
+            server_main();
+        } else {
+            split_client_start();
+            client_main();
+        }
+        close(ctl_fd);
+        return 0;
+    }
 
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))

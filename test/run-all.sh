@@ -42,6 +42,9 @@ build_component() (
     set -e
     cd "$top"
     ./autogen.sh
+    # a fresh build directory: one configured from another checkout would
+    # keep that checkout's source paths in its dependency files
+    rm -rf "$out/build"
     mkdir -p "$out/build"
     cd "$out/build"
     "$top/configure"
