@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # run.sh - compare the usnic BTL with btl/tcp, mtl/ofi over udp;ofi_rxd and
-# the raw libfabric udp provider, on one host over loopback only.  usnic
+# the raw libfabric udp provider, on one host over loopback only, or (with
+# --netns) between two "hosts" made of network namespaces on this machine,
+# each with a veth to a bridge (the test bed of test/lib/netns.sh).  usnic
 # runs twice: with interface-MTU datagrams (usnic) and with the provider's
 # advertised 1472-byte ones (usnic1472); each run's retransmissions come
 # from the '[usnic stats]' lines of btl_usnic_print_stats.
@@ -9,7 +11,7 @@
 # transport always runs first); the per-round medians are then combined:
 # reported median = median of the per-round medians, min/max = extremes of
 # the per-round min/max.  Results: markdown table on stdout (and in .md),
-# CSV files and a PNG plot under bench/results/.
+# CSV files and a PNG plot under bench/results/ (--netns: names end in -netns).
 set -u
 # The whole script is one { ... } block, so bash parses it completely before
 # running: editing run.sh while it runs cannot break the running instance.
@@ -43,6 +45,8 @@ LO_MTU=$(cat /sys/class/net/lo/mtu 2>/dev/null)
 case "$LO_MTU" in ''|*[!0-9]*) LO_MTU=65536 ;; esac
 MAXDGRAM=$((LO_MTU - 28))
 [ $MAXDGRAM -le 65507 ] || MAXDGRAM=65507
+NETNS=0
+NETNS_MTU=9000
 
 ROUNDS=3
 ROUNDS_SET=0
@@ -52,7 +56,7 @@ TESTS=lat,bw,bibw,rate
 MINSIZE=0
 MAXSIZE=4m
 TRANSPORTS=usnic,usnic1472,tcp,rxd,raw
-DGRAM=1472,$MAXDGRAM
+DGRAM=""
 CEILING=""
 RUN_TIMEOUT=600
 WAIT_IDLE=0
@@ -62,6 +66,10 @@ STAMP=$(date +%Y%m%d-%H%M%S)
 usage() {
     cat <<EOF
 usage: $0 [options]
+  --netns         run between two hosts made of network namespaces (h1, h2,
+                  one rank each; test/lib/netns.sh) instead of over loopback
+  --netns-mtu N   MTU of the hosts' veths with --netns (default $NETNS_MTU;
+                  1500..65535); usnic then sends N-28-byte datagrams
   -r N            rounds (default 3; 1 with -q)
   -q              quick run: sizes up to 64 KiB, fewer repetitions, 1 round
   --loss RATE     add '--mca btl_usnic_debug_drop_rate RATE' to the usnic runs
@@ -70,25 +78,32 @@ usage: $0 [options]
   -T list         transports to run (default $TRANSPORTS);
                   usnic1472 = usnic with --mca btl_usnic_udp_datagram_size -1
                   (the provider's advertised 1472-byte datagrams instead of
-                  the interface-MTU ones, $MAXDGRAM bytes on lo)
-  -d list         raw datagram size(s) for fi_dgram_bench streaming (default $DGRAM;
-                  e.g. 1472,8972,32000,60000); 1472 and $MAXDGRAM are always added
+                  the interface-MTU ones, $MAXDGRAM bytes on lo, MTU-28 with --netns)
+  -d list         raw datagram size(s) for fi_dgram_bench streaming (default
+                  1472,$MAXDGRAM; --netns: 1472,MTU-28; e.g. 1472,8972,32000,60000);
+                  1472 and usnic's datagram size are always added
   --ceiling B     raw streaming size used as the usnic bw reference for messages
-                  larger than it (default $MAXDGRAM, usnic's datagram size on lo;
-                  usnic1472 is always compared with the 1472-byte streaming)
+                  larger than it (default $MAXDGRAM, usnic's datagram size on lo,
+                  MTU-28 with --netns; usnic1472 is always compared with the
+                  1472-byte streaming)
   --timeout S     kill a single benchmark run after S seconds (default $RUN_TIMEOUT)
   --wait-idle S   before each run wait up to S seconds for other processes to
                   stop using the CPUs (default 0: don't wait, only report)
   --no-build      do not run make first
-  -o NAME         result file prefix (default bench-<timestamp>)
+  -o NAME         result file prefix (default bench-<timestamp>; --netns adds
+                  the suffix -netns)
   -h, --help      this text
-All traffic stays on 127.0.0.1 / lo.
+All traffic stays on 127.0.0.1 / lo; with --netns on 10.211.0.0/24 between
+the namespaces, which are removed again at the end (needs root).
 EOF
 }
 
 NAME=""
 while [ $# -gt 0 ]; do
     case "$1" in
+        --netns) NETNS=1; shift ;;
+        --netns-mtu) NETNS_MTU=$2; shift 2 ;;
+        --netns-mtu=*) NETNS_MTU=${1#--netns-mtu=}; shift ;;
         -r) ROUNDS=$2; ROUNDS_SET=1; shift 2 ;;
         -q) QUICK=1; shift ;;
         --loss) LOSS=$2; shift 2 ;;
@@ -108,6 +123,18 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$NAME" ] || NAME=bench-$STAMP
+if [ $NETNS = 1 ]; then
+    case "$NETNS_MTU" in ''|*[!0-9]*) NETNS_MTU=0 ;; esac
+    if [ "$NETNS_MTU" -lt 1500 ] || [ "$NETNS_MTU" -gt 65535 ]; then
+        echo "run.sh: --netns-mtu expects an MTU of 1500..65535" >&2; exit 2
+    fi
+    # usnic's default datagram: the veth MTU minus IP and UDP headers
+    MAXDGRAM=$((NETNS_MTU - 28))
+    [ $MAXDGRAM -le 65507 ] || MAXDGRAM=65507
+    [[ $NAME == *-netns ]] || NAME=$NAME-netns
+    [ "$(id -u)" = 0 ] || { echo "run.sh: --netns needs root (network namespaces)" >&2; exit 1; }
+fi
+[ -n "$DGRAM" ] || DGRAM=1472   # usnic's size is added next
 # the raw reference sizes of usnic1472 and usnic must be measured
 for d in 1472 $MAXDGRAM; do
     [[ ",$DGRAM," == *",$d,"* ]] || DGRAM=$DGRAM,$d
@@ -149,33 +176,6 @@ mkdir -p "$RESDIR"
 LOGDIR=$RESDIR/$NAME-logs
 mkdir -p "$LOGDIR"
 
-# Everything on loopback: OOB wire-up, BTLs, and the udp provider (used by
-# usnic and by rxd) restricted to interface lo.
-export FI_UDP_IFACE=lo
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core
-        --mca oob_tcp_if_include lo -x FI_UDP_IFACE=lo)
-# print_stats: each rank prints '[usnic stats] ... tx_pkts=N ... retrans=N ...'
-# on stderr at MPI_Finalize (the report sums them per run)
-USNIC_MCA=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo
-           --mca btl_usnic_print_stats 1)
-[ -n "$LOSS" ] && USNIC_MCA+=(--mca btl_usnic_debug_drop_rate "$LOSS")
-USNIC1472_MCA=("${USNIC_MCA[@]}" --mca btl_usnic_udp_datagram_size -1)
-TCP_MCA=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
-RXD_MCA=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "udp;ofi_rxd")
-MPI_ARGS=(-t "$TESTS" -s "$MINSIZE" -S "$MAXSIZE" -r "$MPI_REPS" "${MPI_EXTRA[@]}")
-RAW_ARGS=(-p udp -a 127.0.0.1 -d "$DGRAM" -b "$RAW_SMALL" -S 1024 -r "$RAW_REPS" -T "$RAW_T")
-
-# command line of a transport, into array CMD
-set_cmd() {
-    case "$1" in
-        usnic) CMD=("${MPIRUN[@]}" "${USNIC_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
-        usnic1472) CMD=("${MPIRUN[@]}" "${USNIC1472_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
-        tcp)   CMD=("${MPIRUN[@]}" "${TCP_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
-        rxd)   CMD=("${MPIRUN[@]}" "${RXD_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
-        raw)   CMD=("$BUILD/fi_dgram_bench" "${@:2}") ;;
-    esac
-}
-
 declare -A STATUS   # transport -> ok | n/a: reason
 declare -A CMDLINE
 declare -A DGINFO   # usnic transports: datagram size seen in the probe
@@ -183,6 +183,174 @@ IFS=, read -r -a TLIST <<<"$TRANSPORTS"
 for t in "${TLIST[@]}"; do
     case "$t" in usnic|usnic1472|tcp|rxd|raw) ;; *) echo "run.sh: unknown transport '$t'" >&2; exit 2 ;; esac
 done
+
+# Where each command runs: CMDX / SRVX are prefixes (ip netns exec NS) of the
+# measured command CMD and, for raw udp across namespaces, of its server SRV
+# (empty on loopback).  STARTED: every background pid (ended by pid only).
+CMDX=()
+SRV=()
+SRVX=()
+MPIX=()
+RAW_PEER=()
+SRVPID=""
+STARTED=()
+SETUP=""    # --netns: the test bed, for the report
+if [ $NETNS = 1 ]; then
+    # The test bed of the MPI tests: namespaces head (mpirun, bridge br0),
+    # h1 and h2 (one veth each, NSB_DEV, to the bridge), addresses in
+    # NSB_CIDR.  Built here, torn down by netns_teardown (EXIT trap).
+    TEST_TMP=$LOGDIR/testbed
+    # shellcheck source=test/lib/mpitest.sh
+    . "$REPO/test/lib/mpitest.sh"
+    # shellcheck source=test/lib/netns.sh
+    . "$REPO/test/lib/netns.sh"
+    NSB_MTU=$NETNS_MTU
+    # End what this script started (by pid), then the namespaces (and any
+    # process still in them); check that none is left.
+    netns_teardown() {
+        local p left
+        for p in "${STARTED[@]}"; do kill -TERM "$p" 2>/dev/null; done
+        STARTED=()
+        [ ${#NSB_MADE[@]} -gt 0 ] || return 0
+        local n=${#NSB_MADE[@]}
+        nsbed_down
+        left=$(ip netns list 2>/dev/null | grep -F -e "$NSB_BASE-")
+        if [ -n "$left" ]; then
+            echo "run.sh: WARNING: namespaces left behind: $left" >&2
+        else
+            echo "# test bed removed ($n namespaces)" >&2
+        fi
+    }
+    if ! nsbed_up 2 >"$LOGDIR/testbed.log" 2>&1; then
+        cat "$LOGDIR/testbed.log" >&2
+        echo "run.sh: cannot build the two-namespace test bed (see above)" >&2
+        exit 1
+    fi
+    # nsbed_up's EXIT trap, extended to what this script started itself
+    trap netns_teardown EXIT
+    H1=$(nsbed_addr 1)
+    H2=$(nsbed_addr 2)
+    UDP_IF=$NSB_DEV
+    HOSTFILE=$(nsbed_hostfile 1)
+    # one rank per host; on separate cores like --bind-to core on loopback
+    # (each host's daemon would bind its rank to the same first core)
+    if [ "$(nproc)" -ge 2 ]; then
+        RANKFILE=$LOGDIR/rankfile
+        printf 'rank 0=%s slot=0\nrank 1=%s slot=1\n' "$H1" "$H2" >"$RANKFILE"
+        BIND=(--rankfile "$RANKFILE")
+        BIND_DESC="rank 0 on h1 bound to core 0, rank 1 on h2 bound to core 1 (rankfile)"
+    else
+        BIND=(--bind-to none)
+        BIND_DESC="ranks not bound (one CPU)"
+    fi
+    SETUP="two network-namespace hosts over veth (MTU $NETNS_MTU) + bridge: h1 $H1 and h2 $H2,"
+    SETUP+=" each on a veth $NSB_DEV (MTU $NETNS_MTU) to the bridge br0 in namespace head ($NSB_HEAD_ADDR),"
+    SETUP+=" where mpirun runs (daemons started in h1/h2 by test/lib/netns-rsh.sh); all traffic on $NSB_CIDR;"
+    SETUP+=" one rank per host, $BIND_DESC; raw udp: fi_dgram_bench server (-L) in h2, client (-C) in h1,"
+    SETUP+=" control over TCP between the same addresses; the namespaces share this machine's"
+    SETUP+=" $(nproc) CPUs and kernel (test bed: test/lib/netns.sh)"
+    echo "# $SETUP" >&2
+    export FI_UDP_IFACE=$NSB_DEV
+    MPIX=(ip netns exec "$NSB_HEAD")
+    MPIRUN=(mpirun --allow-run-as-root -np 2 --hostfile "$HOSTFILE" "${BIND[@]}"
+            --mca plm_rsh_agent "$NSB_AGENT"
+            --mca oob_tcp_if_include "$NSB_CIDR" -x FI_UDP_IFACE="$NSB_DEV")
+    NET=$NSB_CIDR
+    RAW_PEER=(-a "$H1" -C "$H2")
+else
+    # Everything on loopback: OOB wire-up, BTLs, and the udp provider (used by
+    # usnic and by rxd) restricted to interface lo.
+    UDP_IF=lo
+    export FI_UDP_IFACE=lo
+    MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core
+            --mca oob_tcp_if_include lo -x FI_UDP_IFACE=lo)
+    NET=lo
+fi
+# print_stats: each rank prints '[usnic stats] ... tx_pkts=N ... retrans=N ...'
+# on stderr at MPI_Finalize (the report sums them per run)
+USNIC_MCA=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include "$NET"
+           --mca btl_usnic_print_stats 1)
+[ -n "$LOSS" ] && USNIC_MCA+=(--mca btl_usnic_debug_drop_rate "$LOSS")
+USNIC1472_MCA=("${USNIC_MCA[@]}" --mca btl_usnic_udp_datagram_size -1)
+TCP_MCA=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$NET")
+RXD_MCA=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "udp;ofi_rxd")
+MPI_ARGS=(-t "$TESTS" -s "$MINSIZE" -S "$MAXSIZE" -r "$MPI_REPS" "${MPI_EXTRA[@]}")
+if [ $NETNS = 1 ]; then
+    RAW_ARGS=(-p udp "${RAW_PEER[@]}" -d "$DGRAM" -b "$RAW_SMALL" -S 1024 -r "$RAW_REPS" -T "$RAW_T")
+else
+    RAW_ARGS=(-p udp -a 127.0.0.1 -d "$DGRAM" -b "$RAW_SMALL" -S 1024 -r "$RAW_REPS" -T "$RAW_T")
+fi
+
+# command line of a transport, into array CMD (and CMDX, SRV, SRVX)
+set_cmd() {
+    CMDX=("${MPIX[@]}")
+    SRV=()
+    SRVX=()
+    case "$1" in
+        usnic) CMD=("${MPIRUN[@]}" "${USNIC_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
+        usnic1472) CMD=("${MPIRUN[@]}" "${USNIC1472_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
+        tcp)   CMD=("${MPIRUN[@]}" "${TCP_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
+        rxd)   CMD=("${MPIRUN[@]}" "${RXD_MCA[@]}" "$BUILD/mpi_bench" "${@:2}") ;;
+        raw)   CMD=("$BUILD/fi_dgram_bench" "${@:2}")
+               CMDX=()
+               if [ $NETNS = 1 ]; then
+                   # the client measures in h1; its server echoes / receives in h2
+                   CMDX=(ip netns exec "$(nsbed_ns 1)")
+                   SRV=("$BUILD/fi_dgram_bench" -L "$H2")
+                   SRVX=(ip netns exec "$(nsbed_ns 2)")
+               fi ;;
+    esac
+}
+
+# the command line of set_cmd's result, as shown in the report
+cmd_text() {
+    local c="${CMDX[*]}${CMDX[*]:+ }${CMD[*]}"
+    [ ${#SRV[@]} -gt 0 ] && c="${SRVX[*]} ${SRV[*]} & $c"
+    printf '%s' "$c"
+}
+
+# launch OUT ERR SECONDS [SERVER_LOG]: start set_cmd's command in the
+# background under a time limit (its server first, if it has one); PID and
+# SRVPID.  ERR empty: stderr goes to OUT as well.
+launch() {
+    SRVPID=""
+    if [ ${#SRV[@]} -gt 0 ]; then
+        "${SRVX[@]}" timeout -k 10 "$3" "${SRV[@]}" </dev/null >"$4" 2>&1 &
+        SRVPID=$!
+        STARTED+=("$SRVPID")
+    fi
+    if [ -n "$2" ]; then
+        "${CMDX[@]}" timeout -k 10 "$3" "${CMD[@]}" </dev/null >"$1" 2>"$2" &
+    else
+        "${CMDX[@]}" timeout -k 10 "$3" "${CMD[@]}" </dev/null >"$1" 2>&1 &
+    fi
+    PID=$!
+    STARTED+=("$PID")
+}
+
+# forget a pid of STARTED once it has been waited for
+unstarted() {
+    local p keep=()
+    for p in "${STARTED[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+    STARTED=("${keep[@]}")
+}
+
+# server_wait: after the client ended, its server (if any) ends by itself
+# within 15 s, or is ended by pid; SRVRC = its exit status (0: no server).
+server_wait() {
+    local t
+    SRVRC=0
+    [ -n "$SRVPID" ] || return 0
+    for ((t = 0; t < 150; t++)); do
+        kill -0 "$SRVPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$SRVPID" 2>/dev/null && kill -TERM "$SRVPID" 2>/dev/null
+    wait "$SRVPID"
+    SRVRC=$?
+    unstarted "$SRVPID"
+    SRVPID=""
+}
 
 progress() {   # transient status line on stderr
     if [ -t 2 ]; then printf '\r\033[K%s' "$*" >&2; else printf '%s\n' "$*" >&2; fi
@@ -197,7 +365,7 @@ probe() {
         return
     fi
     if [ "$t" = raw ]; then
-        set_cmd raw -t lat -S 8 -s 8 -d 8 -b 8 -r 1 -n 20
+        set_cmd raw "${RAW_PEER[@]}" -t lat -S 8 -s 8 -d 8 -b 8 -r 1 -n 20
     elif [ "$t" = rxd ]; then
         set_cmd rxd -t lat -s 8 -S 8 -r 1 -i 20 -x 2
         CMD=("${CMD[@]:0:${#MPIRUN[@]}}" --mca mtl_base_verbose 10 "${CMD[@]:${#MPIRUN[@]}}")
@@ -208,7 +376,18 @@ probe() {
             CMD=("${CMD[@]:0:${#MPIRUN[@]}}" --mca btl_base_verbose 5 "${CMD[@]:${#MPIRUN[@]}}")
     fi
     progress "probing $t ..."
-    if ! timeout -k 10 120 "${CMD[@]}" >"$log" 2>&1; then
+    # in the background, so that a signal runs the EXIT trap at once
+    launch "$log" "" 120 "$LOGDIR/probe-$t-server.log"
+    wait "$PID"
+    local rc=$?
+    unstarted "$PID"
+    server_wait
+    if [ $rc -eq 0 ] && [ "$SRVRC" -ne 0 ]; then
+        echo "run.sh: the fi_dgram_bench server exited with status $SRVRC:" >>"$log"
+        cat "$LOGDIR/probe-$t-server.log" >>"$log"
+        rc=$SRVRC
+    fi
+    if [ $rc -ne 0 ]; then
         local why
         why=$(grep -vE '^\s*$|^-+$|^\[[^]]+\] (mca|select|\.\./)' "$log" | head -4 |
               tr '\n' ' ' | tr -s ' ' | cut -c1-300)
@@ -237,8 +416,8 @@ probe() {
             STATUS[$t]="n/a: mtl/ofi not confirmed in verbose output (see ${log#$HERE/})"
             return
         fi
-        if ! grep -q 'mtl:ofi:provider: lo' "$log"; then
-            STATUS[$t]="n/a: mtl/ofi picked '$prov', not interface lo"
+        if ! grep -q "mtl:ofi:provider: $UDP_IF" "$log"; then
+            STATUS[$t]="n/a: mtl/ofi picked '$prov', not interface $UDP_IF"
             return
         fi
     fi
@@ -249,7 +428,7 @@ for t in "${TLIST[@]}"; do probe "$t"; done
 progress_done
 for t in "${TLIST[@]}"; do
     if [ "$t" = raw ]; then set_cmd raw "${RAW_ARGS[@]}"; else set_cmd "$t" "${MPI_ARGS[@]}"; fi
-    CMDLINE[$t]="${CMD[*]}"
+    CMDLINE[$t]=$(cmd_text)
     printf '# %-9s %s%s\n' "$t" "${STATUS[$t]}" "${DGINFO[$t]:+ (${DGINFO[$t]})}" >&2
 done
 
@@ -265,6 +444,7 @@ declare -A FAILS
 
 RUNS=$LOGDIR/runs.txt
 : >"$RUNS"
+WIRE=$LOGDIR/wire.txt   # --netns: transport round h1-tx-bytes h2-tx-bytes
 
 # Wait (up to WAIT_IDLE s) until no other task competes for the CPUs.
 wait_idle() {
@@ -287,10 +467,15 @@ run_one() {   # transport round
     local t=$1 r=$2 out=$LOGDIR/$1.r$2.out err=$LOGDIR/$1.r$2.err
     if [ "$t" = raw ]; then set_cmd raw "${RAW_ARGS[@]}"; else set_cmd "$t" "${MPI_ARGS[@]}"; fi
     wait_idle
-    local t0 n=0 sum=0 last
+    local t0 n=0 sum=0 last tx1=0 tx2=0
+    # --netns: bytes the hosts' veths send during the run (WIRE)
+    if [ $NETNS = 1 ]; then
+        tx1=$(nsbed_ifstat 1 tx_bytes)
+        tx2=$(nsbed_ifstat 2 tx_bytes)
+    fi
     t0=$(date +%s)
-    timeout -k 10 "$RUN_TIMEOUT" "${CMD[@]}" </dev/null >"$out" 2>"$err" &
-    local pid=$!
+    launch "$out" "$err" "$RUN_TIMEOUT" "$LOGDIR/$t.r$r.server.log"
+    local pid=$PID
     [ -t 2 ] || progress "[round $r/$ROUNDS] run $RUNNO/$TOTAL: $t - $(( t0 - T_START ))s elapsed"
     # while it runs: progress line (tty only) and a CPU-contention sample
     while kill -0 $pid 2>/dev/null; do
@@ -304,8 +489,16 @@ run_one() {   # transport round
     done
     wait $pid
     local rc=$?
+    unstarted "$pid"
+    server_wait
+    if [ $rc -eq 0 ] && [ "$SRVRC" -ne 0 ]; then
+        echo "run.sh: the fi_dgram_bench server exited with status $SRVRC (see ${LOGDIR#"$HERE"/}/$t.r$r.server.log)" >>"$err"
+        rc=$SRVRC
+    fi
     # t round rc seconds samples sum_of_runnable
     echo "$t $r $rc $(( $(date +%s) - t0 )) $n $sum" >>"$RUNS"
+    [ $NETNS = 1 ] && echo "$t $r $(( $(nsbed_ifstat 1 tx_bytes) - tx1 ))" \
+        "$(( $(nsbed_ifstat 2 tx_bytes) - tx2 ))" >>"$WIRE"
     if [ $rc -ne 0 ]; then
         FAILS[$t]="${FAILS[$t]:-}round $r: exit $rc$([ $rc = 124 ] && echo ' (timeout)') (${err#$HERE/}); "
         mv "$out" "$out.failed"
@@ -323,6 +516,8 @@ if [ "$NACT" -gt 0 ]; then
 fi
 progress_done
 echo "# $TOTAL runs in $(( $(date +%s) - T_START ))s; logs in ${LOGDIR#$HERE/}" >&2
+# the test bed is not needed for the report
+[ $NETNS = 1 ] && netns_teardown
 
 # ---------------------------------------------------------------- report
 STATFILE=$LOGDIR/status.txt
@@ -337,10 +532,13 @@ for t in usnic usnic1472 tcp rxd raw; do
 done
 
 python3 - "$LOGDIR" "$RESDIR/$NAME" "$ROUNDS" "${LOSS:-}" "$CEILING" "$TESTS" \
-    "$INVOCATION" "$INVOKED_IN" "$COMMIT" "$MAXDGRAM" <<'PY'
+    "$INVOCATION" "$INVOKED_IN" "$COMMIT" "$MAXDGRAM" \
+    "$([ $NETNS = 1 ] && echo "$NETNS_MTU")" "$SETUP" "$UDP_IF" "$DGRAM" <<'PY'
 import sys, os, re, glob, statistics, subprocess, shutil, datetime, socket, math
 
 logdir, prefix, rounds, loss, ceiling, tests, invocation, invoked_in, commit, maxdgram = sys.argv[1:11]
+netns_mtu, setup, udp_if, dgrams = sys.argv[11:15]   # netns_mtu empty: loopback
+netns = bool(netns_mtu)
 rounds = int(rounds); ceiling = int(ceiling)
 TR = ["usnic", "usnic1472", "tcp", "rxd", "raw"]
 USNIC_TR = ["usnic", "usnic1472"]
@@ -467,12 +665,21 @@ def ratio(a, b):
 
 out = []
 P = out.append
-P(f"# usnic BTL benchmark - {datetime.datetime.now():%Y-%m-%d %H:%M:%S} on {socket.gethostname()}")
+SETUP_TITLE = f"two network-namespace hosts over veth (MTU {netns_mtu}) + bridge"
+if netns:
+    P(f"# usnic BTL benchmark - {SETUP_TITLE} - "
+      f"{datetime.datetime.now():%Y-%m-%d %H:%M:%S} on {socket.gethostname()}")
+else:
+    P(f"# usnic BTL benchmark - {datetime.datetime.now():%Y-%m-%d %H:%M:%S} on {socket.gethostname()}")
 P("")
 P(f"Command: `{invocation}` (run in `{invoked_in}`); git commit {commit}.")
 P("")
-P(f"Rounds: {rounds}; loopback only (127.0.0.1 / lo); 2 ranks, --bind-to core."
-  + (f" usnic fault injection: btl_usnic_debug_drop_rate={loss}." if loss else ""))
+if netns:
+    P(f"Rounds: {rounds}; setup: {setup}."
+      + (f" usnic fault injection: btl_usnic_debug_drop_rate={loss}." if loss else ""))
+else:
+    P(f"Rounds: {rounds}; loopback only (127.0.0.1 / lo); 2 ranks, --bind-to core."
+      + (f" usnic fault injection: btl_usnic_debug_drop_rate={loss}." if loss else ""))
 P("Each cell: median of the per-round medians [lowest min - highest max over all rounds].")
 P("Ratios: usnic median / other median (latency: < 1 means usnic is faster; "
   "bandwidth and rate: > 1 means usnic is faster).")
@@ -480,9 +687,16 @@ usnic_dg = maxdgram
 m = re.fullmatch(r"datagrams: (\d+) bytes", dginfo.get("usnic", ""))
 if m:
     usnic_dg = m.group(1)   # what the probe saw (may differ if the self-test failed)
-P(f"usnic uses interface-MTU datagrams ({usnic_dg} bytes on lo); usnic1472 is the same BTL with "
+where = f"on {udp_if}, veth MTU {netns_mtu} - 28" if netns else "on lo"
+P(f"usnic uses interface-MTU datagrams ({usnic_dg} bytes {where}); usnic1472 is the same BTL with "
   "`--mca btl_usnic_udp_datagram_size -1`, the udp provider's advertised 1472-byte datagrams "
   "(tables \"usnic with 1472-byte datagrams\", compared with raw udp streaming of 1472-byte datagrams).")
+if netns:
+    big = sorted({int(x) for x in dgrams.split(",") if x.strip().isdigit()})
+    P(f"Datagram sizes: veth MTU {netns_mtu}; usnic {usnic_dg} bytes, usnic1472 "
+      f"{dginfo.get('usnic1472', '').replace('datagrams: ', '') or '1472 bytes'}; raw udp "
+      f"ping-pong and streaming with {', '.join(map(str, big))}-byte datagrams (and the smaller "
+      "sizes in its table).")
 P("")
 P("| transport | status | command |")
 P("|---|---|---|")
@@ -596,6 +810,26 @@ if runs:
         sys.stderr.write(f"# WARNING: {bad} run(s) had other processes competing for the CPUs; "
                          "see 'Run conditions' in the report (--wait-idle S may help)\n")
 
+wire = []
+wp = os.path.join(logdir, "wire.txt")
+if netns and os.path.exists(wp):
+    for line in open(wp):
+        f = line.split()
+        if len(f) == 4:
+            wire.append((f[0], int(f[1]), int(f[2]), int(f[3])))
+if wire:
+    P("## Traffic on the veths")
+    P("")
+    P(f"Bytes sent by each host's {udp_if} during each run (the kernel's interface counters: "
+      "payload plus headers, ACKs and the runtime's TCP traffic): the runs crossed the veths "
+      "and the bridge.")
+    P("")
+    P(f"| round | transport | h1 {udp_if} sent | h2 {udp_if} sent |")
+    P("|---:|---|---:|---:|")
+    for (tr, rnd, a, b) in sorted(wire, key=lambda x: (x[1], x[0])):
+        P(f"| {rnd} | {tr} | {a} | {b} |")
+    P("")
+
 if usn:
     P("## usnic retransmissions")
     P("")
@@ -632,11 +866,14 @@ md = "\n".join(out) + "\n"
 sys.stdout.write(md)
 open(prefix + ".md", "w").write(md)
 
-# CSV: every per-round line, and the wide summary table with ratios
+# CSV: every per-round line, and the wide summary table with ratios.
+# --netns: every row ends with a "setup" column naming the test bed.
+SH = ",setup" if netns else ""
+SX = f",two-netns-hosts-veth-mtu{netns_mtu}-bridge" if netns else ""
 with open(prefix + "-rounds.csv", "w") as f:
-    f.write("round,transport,test,size,median,min,max,unit\n")
+    f.write("round,transport,test,size,median,min,max,unit" + SH + "\n")
     for r in sorted(rows):
-        f.write(",".join(str(x) for x in r) + "\n")
+        f.write(",".join(str(x) for x in r) + SX + "\n")
 with open(prefix + ".csv", "w") as f:
     cols = ["test", "size"]
     for tr in ("usnic", "tcp", "rxd", "raw"):   # usnic1472: appended columns
@@ -647,7 +884,7 @@ with open(prefix + ".csv", "w") as f:
              "raw1472_median", "raw1472_min", "raw1472_max", "raw1472_rounds", "raw1472_note",
              "usnic1472_over_raw1472", "usnic1472_over_usnic", "usnic1472_over_tcp",
              "usnic1472_over_rxd"]
-    f.write(",".join(cols) + "\n")
+    f.write(",".join(cols) + SH + "\n")
     def c4(a):
         return ["", "", "", "0"] if a is None else [repr(a[0]), repr(a[1]), repr(a[2]), str(a[3])]
     for (test, s, u, t, x, r, note) in table_rows:
@@ -656,23 +893,24 @@ with open(prefix + ".csv", "w") as f:
         v, r14, note14 = u14_rows.get((test, s), (None, None, ""))
         vals += c4(v) + c4(r14) + ["ceiling1472" if note14 else "", ratio(v, r14), ratio(v, u),
                                    ratio(v, t), ratio(v, x)]
-        f.write(",".join(v if v != "n/a" else "" for v in vals) + "\n")
+        f.write(",".join(v if v != "n/a" else "" for v in vals) + SX + "\n")
     for s in sorted(raw_sizes.get("bw", [])):
         for test in ("loss", "txrate"):
             a = get("raw", test, s)
             if a:
                 vals = ["raw_" + test, str(s)] + ["", "", "", "0"] * 3 + c4(a) + ["", "", "", ""]
                 vals += ["", "", "", "0"] * 2 + [""] * 5
-                f.write(",".join(vals) + "\n")
+                f.write(",".join(vals) + SX + "\n")
 
 # usnic retransmissions per run
 if usn:
     with open(prefix + "-retrans.csv", "w") as f:
-        f.write("round,transport,ok,ranks,tx_pkts,retrans,retrans_pct,inj_drop,selftest_fallbacks\n")
+        f.write("round,transport,ok,ranks,tx_pkts,retrans,retrans_pct,inj_drop,selftest_fallbacks"
+                + SH + "\n")
         for (tr, rnd), d in sorted(usn.items(), key=lambda x: (x[0][1], TR.index(x[0][0]))):
             p = repr(100.0 * d["retrans"] / d["tx"]) if d["tx"] else ""
             f.write(f"{rnd},{tr},{int(d['ok'])},{d['ranks']},{d['tx']},{d['retrans']},{p},"
-                    f"{d['inj']},{d['fallback']}\n")
+                    f"{d['inj']},{d['fallback']}{SX}\n")
 
 # plot: latency and bandwidth vs size, log scales, error bars = min/max
 if shutil.which("gnuplot"):
@@ -701,7 +939,8 @@ if shutil.which("gnuplot"):
         titles = {"raw": "raw udp (one datagram)", "usnic": f"usnic ({usnic_dg}-byte datagrams)",
                   "usnic1472": "usnic1472 (1472-byte datagrams)"}
         gp = [f"set terminal {term}", f"set output '{prefix}.png'",
-              "set multiplot layout 1,2 title 'usnic BTL vs tcp / ofi rxd / raw udp (loopback)" +
+              "set multiplot layout 1,2 title 'usnic BTL vs tcp / ofi rxd / raw udp (" +
+              (SETUP_TITLE if netns else "loopback") + ")" +
               (f", drop rate {loss}" if loss else "") + "'",
               "set logscale xy", "set grid", "set key top left", "set xtics (" + ", ".join(
                   f"'{(str(v >> 20) + 'M') if v >= 1 << 20 else (str(v >> 10) + 'K') if v >= 1024 else str(v)}' {v}"

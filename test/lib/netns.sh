@@ -6,7 +6,8 @@
 #         with NSB_HEAD_ADDR (10.211.0.1/24)
 #   hosts h1, h2, ... (namespaces usnic-mh<pid>-hN): one veth each, named
 #         NSB_DEV (eth0) on the host side and vhN on the bridge side, with
-#         address 10.211.0.(10+N)/24; MTU 1500 (the veth default)
+#         address 10.211.0.(10+N)/24; MTU NSB_MTU (1500, the veth default;
+#         a caller may set NSB_MTU after sourcing this file, before nsbed_up)
 #
 # Every run of a script makes its own namespaces (the script's pid is in
 # their names), so concurrent runs do not meet.  mpirun starts its daemons
@@ -34,7 +35,7 @@ NSB_PREFIX=24
 NSB_CIDR=$NSB_NET.0/$NSB_PREFIX
 NSB_HEAD_ADDR=$NSB_NET.1
 NSB_DEV=eth0
-NSB_MTU=1500
+NSB_MTU=1500    # MTU of both ends of every veth (read by nsbed_up)
 NSB_BASE=usnic-mh$$
 NSB_HEAD=$NSB_BASE-head
 NSB_HOSTS=0
