@@ -138,7 +138,6 @@ typedef struct usnic_module {
     usnic_module_stats_t stats;
     uint64_t stream_copy_min; /* btl_usnic_stream_copy_min (0 = never) */
     uint32_t data_idle;       /* consecutive progress calls without data completions */
-    uint32_t prio_idle;       /* consecutive priority-channel polls that found nothing */
     uint64_t now_us;          /* usnic_now_us() at the start of the current progress call */
     uint32_t last_sender_id;  /* cache of the last sender lookup (module id -> endpoint) */
     struct mca_btl_base_endpoint_t *last_sender;
@@ -150,9 +149,6 @@ typedef struct usnic_module {
 
 /* Data-channel polls without a completion before it is polled less often. */
 #define USNIC_DATA_IDLE_POLLS 64
-/* Polls of an empty priority channel after which, while data streams in,
- * it is polled on every fourth progress call only. */
-#define USNIC_PRIO_IDLE_POLLS 64
 
 /* All tunables (registered in btl_usnic_mca.c). */
 typedef struct usnic_params {
