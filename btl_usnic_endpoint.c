@@ -353,6 +353,10 @@ void usnic_endpoint_timer_expired(opal_hotel_t *hotel, int room, void *occupant)
         usnic_endpoint_fail(ep, "no acknowledgement within btl_usnic_peer_timeout");
         return;
     }
+    USNIC_VERBOSE(30, "%s: retransmit timeout: seq %u (%u bytes, %s channel) to module 0x%x",
+                  ep->module->ifname, (unsigned) ((struct usnic_pkt_hdr *) seg->buf)->seq,
+                  (unsigned) (seg->hdr_len + seg->zc_len),
+                  USNIC_CHAN_PRIO == seg->chan ? "priority" : "data", ep->remote.module_id);
     usnic_rel_tx_timeout(&ep->rel, &seg->rel);
 }
 

@@ -208,6 +208,16 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
             memcpy(dest + v.chunk->offset, v.payload, v.payload_len);
         }
         accept_seq(module, ep, hdr->seq, v.payload_len);
+        if (v.chunk->offset + v.payload_len == v.chunk->msg_len) {
+            /* the PUT's last chunk: its initiator sends ob1's FIN only
+             * once every chunk is acknowledged, and no data of ours can
+             * carry the ACK before that FIN arrives: acknowledge now
+             * (measured: 1 MiB ping-pong 209 -> 188 us, 512 KiB 139 ->
+             * 103 us).  Not for chunked send fragments: there the reply
+             * usually carries the ACK, and an explicit one cost 64 KiB
+             * ping-pongs 17 -> 22 us. */
+            ep->rel.rx.ack_now = true;
+        }
         return;
 
     default:
