@@ -28,7 +28,7 @@
 # One exemption, on by default (--all-udp turns it off): the usnic BTL sends
 # one 64 KiB datagram to itself at startup to prove that interface-MTU
 # datagrams work (its first payload byte is 0, which is never a valid usnic
-# packet).  If that one datagram is lost, the process silently falls back to
+# packet).  If it is lost 3 times in a row (it is retried), the process falls back to
 # 1472-byte datagrams for the whole job (and its peers follow), which makes
 # the exchange ~3x slower with or without further loss - a startup effect,
 # not a loss penalty.  Such datagrams are accepted before the loss rule
@@ -57,6 +57,25 @@
 # Run time: about 30 s with the defaults on an idle 2-core machine, ~5 s
 # with -q.
 #
+# --netns [--netns-mtu N]: the same exchange and conditions between two
+# "hosts" made of network namespaces on this machine (the test bed of
+# test/lib/netns.sh: h1 10.211.0.11 and h2 10.211.0.12, each on a veth
+# eth0 of MTU N, default 9000, to a bridge in namespace head, where mpirun
+# runs; daemons started in h1/h2 by test/lib/netns-rsh.sh), one rank per
+# host (rankfile: rank 0 on h1 core 0, rank 1 on h2 core 1), all traffic on
+# 10.211.0.0/24.  The loss is real packet loss on the veths, in both
+# directions: the same nftables table is loaded in h1 AND h2, its rules
+# matching only packets arriving on the host's veth (iifname eth0):
+#   usnic: every UDP packet arriving on the veth
+#   tcp:   the BTL's connections only (ports pinned and reserved as above,
+#          in h1, h2 and head, so the runtime's TCP is never dropped)
+# The self-test exemption rule is kept, but the self-test datagram goes to
+# the rank's own address, i.e. over lo, and never passes the veth rule (the
+# report shows the count: 0 expected).  Retransmissions: usnic's as above;
+# tcp: RetransSegs of h1 plus h2 (/proc/net/snmp read in each host).  The
+# test bed is removed at the end, also on Ctrl-C / TERM.  Result names end
+# in -netns.  Run time: about 1 min with the defaults.
+#
 # Output: markdown table on stdout and in bench/results/<name>.md, per-run
 # CSV in bench/results/<name>-runs.csv, logs in bench/results/<name>-logs/.
 set -u
@@ -75,6 +94,8 @@ DO_BUILD=1
 RUN_TIMEOUT=300
 WAIT_IDLE=0
 NAME=""
+NETNS=0
+NETNS_MTU=9000
 
 usage() {
     cat <<EOF
@@ -88,9 +109,16 @@ usage: $0 [options]
   --wait-idle S  before each run, wait up to S seconds for other processes
                to stop using the CPUs (default 0: don't wait, only report)
   --no-build   do not run make first
-  -o NAME      result file prefix (default loss-<timestamp>)
+  -o NAME      result file prefix (default loss-<timestamp>; --netns adds
+               the suffix -netns)
+  --netns      between two hosts made of network namespaces (h1, h2, one
+               rank each, veths to a bridge; test/lib/netns.sh), the loss
+               applied to packets arriving on each host's veth
+  --netns-mtu N  MTU of the hosts' veths with --netns (default $NETNS_MTU)
   -h, --help   this text
-Runs inside a private network namespace (loopback only); needs root.
+Runs inside a private network namespace (loopback only); with --netns on
+10.211.0.0/24 between the test bed's namespaces, which are removed again at
+the end.  Needs root.
 EOF
 }
 
@@ -105,6 +133,9 @@ while [ $# -gt 0 ]; do
         --wait-idle) WAIT_IDLE=${2:-}; shift 2 || break ;;
         --no-build) DO_BUILD=0; shift ;;
         -o) NAME=${2:-}; shift 2 || break ;;
+        --netns) NETNS=1; shift ;;
+        --netns-mtu) NETNS_MTU=${2:-}; shift 2 || break ;;
+        --netns-mtu=*) NETNS_MTU=${1#--netns-mtu=}; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "loss.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
@@ -115,6 +146,13 @@ if [ $QUICK = 1 ]; then
 fi
 [ -n "$CYCLES" ] || CYCLES=100
 [ -n "$NAME" ] || NAME=loss-$(date +%Y%m%d-%H%M%S)
+if [ $NETNS = 1 ]; then
+    case "$NETNS_MTU" in ''|*[!0-9]*) NETNS_MTU=0 ;; esac
+    if [ "$NETNS_MTU" -lt 1500 ] || [ "$NETNS_MTU" -gt 65535 ]; then
+        echo "loss.sh: --netns-mtu expects an MTU of 1500..65535" >&2; exit 2
+    fi
+    [[ $NAME == *-netns ]] || NAME=$NAME-netns
+fi
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "loss.sh: -r expects a positive integer" >&2; exit 2 ;; esac
 case "$CYCLES" in ''|*[!0-9]*|0) echo "loss.sh: -n expects a positive integer" >&2; exit 2 ;; esac
 case "$RUN_TIMEOUT" in ''|*[!0-9]*|0) echo "loss.sh: --timeout expects seconds" >&2; exit 2 ;; esac
@@ -151,13 +189,19 @@ LOGDIR=$RESDIR/$NAME-logs
 mkdir -p "$LOGDIR"
 RUNS=$LOGDIR/runs.txt
 : >"$RUNS"
+[ $NETNS = 1 ] && : >"$LOGDIR/hosts.txt"
 
 # shellcheck source=bench/lib.sh
 . "$HERE/lib.sh"
 
 # ---------------------------------------------------------------- namespace
-NS=usnic-loss-$$
+# RULE_NS: the namespaces that hold the loss table (one host: the private
+# namespace; --netns: h1 and h2); RUN_NS: where mpirun runs; IIF: the rules'
+# interface match (--netns: packets arriving on the host's veth only).
 RUNPID=""
+IIF=""
+if [ $NETNS = 0 ]; then
+NS=usnic-loss-$$
 cleanup() {
     local p left
     trap - EXIT INT TERM HUP
@@ -186,23 +230,121 @@ ip netns add "$NS" || { echo "loss.sh: cannot create network namespace $NS" >&2;
 ip -n "$NS" link set lo up
 ip netns exec "$NS" sysctl -q -w net.ipv4.ip_local_reserved_ports=40000-40099 ||
     { echo "loss.sh: cannot reserve ports 40000-40099 in $NS" >&2; exit 1; }
-nsx() { ip netns exec "$NS" "$@"; }
+RULE_NS=("$NS")
+RUN_NS=$NS
+NS_DESC="namespace $NS"
+else
+for c in unshare bridge; do
+    command -v $c >/dev/null || { echo "loss.sh: '$c' not found (needed by --netns)" >&2; exit 1; }
+done
+# The test bed of the MPI tests (test/lib/netns.sh): namespaces head
+# (mpirun, bridge br0), h1 and h2 (one veth eth0 each), addresses in
+# 10.211.0.0/24.  nsbed_up installs nsbed_down as EXIT trap; cleanup below
+# replaces it and also ends the run in progress.
+REPO=$(cd "$HERE/.." && pwd)
+TEST_TMP=$LOGDIR/testbed
+# shellcheck source=test/lib/mpitest.sh
+. "$REPO/test/lib/mpitest.sh"
+# shellcheck source=test/lib/netns.sh
+. "$REPO/test/lib/netns.sh"
+NSB_MTU=$NETNS_MTU
+cleanup() {
+    local n left
+    trap - EXIT INT TERM HUP
+    # the run in progress (timeout -> ip netns exec/mpirun in head), by PID
+    if [ -n "$RUNPID" ] && kill -0 "$RUNPID" 2>/dev/null; then
+        kill -TERM "$RUNPID" 2>/dev/null
+    fi
+    n=${#NSB_MADE[@]}
+    if [ "$n" -gt 0 ]; then
+        # every process still in the namespaces (mpirun, orted, ranks), by
+        # PID, then the namespaces
+        nsbed_down
+        left=$(ip netns list 2>/dev/null | grep -F -e "$NSB_BASE-")
+        if [ -n "$left" ]; then
+            echo "loss.sh: WARNING: namespaces left behind: $left" >&2
+        else
+            echo "# test bed removed ($n namespaces)" >&2
+        fi
+    fi
+    [ -n "$RUNPID" ] && wait "$RUNPID" 2>/dev/null
+    RUNPID=""
+}
+if ! nsbed_up 2 >"$LOGDIR/testbed.log" 2>&1; then
+    cat "$LOGDIR/testbed.log" >&2
+    echo "loss.sh: cannot build the two-namespace test bed (see above)" >&2
+    exit 1
+fi
+trap cleanup EXIT
+trap 'echo "loss.sh: interrupted, cleaning up" >&2; exit 130' INT TERM HUP
+# the BTL's tcp ports: no ephemeral port of the runtime (mpirun in head,
+# orted and ranks in h1/h2) can fall into the range
+for ns in "$NSB_HEAD" "$(nsbed_ns 1)" "$(nsbed_ns 2)"; do
+    ip netns exec "$ns" sysctl -q -w net.ipv4.ip_local_reserved_ports=40000-40099 ||
+        { echo "loss.sh: cannot reserve ports 40000-40099 in $ns" >&2; exit 1; }
+done
+RULE_NS=("$(nsbed_ns 1)" "$(nsbed_ns 2)")
+RUN_NS=$NSB_HEAD
+IIF="iifname \"$NSB_DEV\" "
+H1=$(nsbed_addr 1)
+H2=$(nsbed_addr 2)
+HOSTFILE=$(nsbed_hostfile 1)
+# one rank per host; on separate cores like --bind-to core on one host
+# (each host's daemon would otherwise bind its rank to the same first core)
+if [ "$(nproc)" -ge 2 ]; then
+    RANKFILE=$LOGDIR/rankfile
+    printf 'rank 0=%s slot=0\nrank 1=%s slot=1\n' "$H1" "$H2" >"$RANKFILE"
+    BIND=(--rankfile "$RANKFILE")
+    BIND_DESC="rank 0 on h1 ($H1) bound to core 0, rank 1 on h2 ($H2) bound to core 1 (rankfile)"
+else
+    BIND=(--bind-to none)
+    BIND_DESC="rank 0 on h1 ($H1), rank 1 on h2 ($H2), not bound (one CPU)"
+fi
+NS_DESC="test bed $NSB_HEAD (mpirun) + ${RULE_NS[*]}, veth MTU $NETNS_MTU"
+fi
 
-# the nftables table for one run: $1 = udp | tcp, $2 = 1 with loss
+# --netns, after a run: a process of it still in the test bed (after a
+# timeout, say) would compete with the next run for the CPUs: wait up to
+# 3 s for the namespaces to empty, then end what is left by PID; notes it
+# in the run's log $1.
+end_leftovers() {
+    local ns p t left=""
+    [ $NETNS = 1 ] || return 0
+    for ((t = 0; t < 30; t++)); do
+        left=$(nsbed_leftovers)
+        [ -z "$left" ] && return 0
+        sleep 0.1
+    done
+    echo "# loss.sh: processes left in the test bed after the run, ended: $left" >>"$1"
+    for ns in "${NSB_MADE[@]}"; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$p" 2>/dev/null; done
+    done
+    for ((t = 0; t < 30; t++)); do
+        [ -z "$(nsbed_leftovers)" ] && return 0
+        sleep 0.1
+    done
+    for ns in "${NSB_MADE[@]}"; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    done
+}
+
+# the nftables table for one run, in every namespace of RULE_NS:
+# $1 = udp | tcp, $2 = 1 with loss
 load_rules() {
-    local match lose
-    nsx nft delete table inet usnic_loss 2>/dev/null
+    local match lose ns
     if [ "$1" = udp ]; then
-        match="meta l4proto udp jump lose"
-        [ $ALL_UDP = 0 ] && match="meta l4proto udp @th,64,8 0 counter accept comment \"exempt\"
-                meta l4proto udp jump lose"
+        match="${IIF}meta l4proto udp jump lose"
+        [ $ALL_UDP = 0 ] && match="${IIF}meta l4proto udp @th,64,8 0 counter accept comment \"exempt\"
+                ${IIF}meta l4proto udp jump lose"
     else
-        match="tcp dport 40000-40099 jump lose
-                tcp sport 40000-40099 jump lose"
+        match="${IIF}tcp dport 40000-40099 jump lose
+                ${IIF}tcp sport 40000-40099 jump lose"
     fi
     lose=""
     [ "$2" = 1 ] && lose="$NUMGEN counter drop comment \"dropped\""
-    nsx nft -f - <<EOF
+    for ns in "${RULE_NS[@]}"; do
+        ip netns exec "$ns" nft delete table inet usnic_loss 2>/dev/null
+        ip netns exec "$ns" nft -f - <<EOF || return 1
 table inet usnic_loss {
     chain lose {
         $lose
@@ -214,22 +356,43 @@ table inet usnic_loss {
     }
 }
 EOF
+    done
 }
 
-# counters of the table: "passed dropped exempt" (packets)
+# counters of the table in namespace $1:
+# "passed dropped exempt passed-bytes dropped-bytes"
 read_counters() {
-    nsx nft list table inet usnic_loss 2>/dev/null | awk '
-        /comment "passed"/  { for (i = 1; i < NF; i++) if ($i == "packets") p = $(i + 1) }
-        /comment "dropped"/ { for (i = 1; i < NF; i++) if ($i == "packets") d = $(i + 1) }
-        /comment "exempt"/  { for (i = 1; i < NF; i++) if ($i == "packets") e = $(i + 1) }
-        END { printf "%d %d %d\n", p, d, e }'
+    ip netns exec "$1" nft list table inet usnic_loss 2>/dev/null | awk '
+        function get(w,   i) { for (i = 1; i < NF; i++) if ($i == w) return $(i + 1); return 0 }
+        /comment "passed"/  { p = get("packets"); pb = get("bytes") }
+        /comment "dropped"/ { d = get("packets"); db = get("bytes") }
+        /comment "exempt"/  { e = get("packets") }
+        END { printf "%d %d %d %d %d\n", p, d, e, pb, db }'
 }
 
-tcp_retrans() {   # TCP RetransSegs of the namespace
-    nsx awk '/^Tcp:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == "RetransSegs") c = i; h = 1 }
+tcp_retrans() {   # TCP RetransSegs of namespace $1
+    ip netns exec "$1" awk '/^Tcp:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == "RetransSegs") c = i; h = 1 }
                        else print $c }' /proc/net/snmp
 }
 
+# over every namespace of RULE_NS: COUNTERS = the sums "passed dropped
+# exempt passed-bytes dropped-bytes", RETRANS = the sum of TCP RetransSegs,
+# PER_NS = " passed dropped exempt passed-bytes dropped-bytes retrans" of
+# each namespace in turn
+sample_all() {
+    local ns p d e pb db rt
+    local -a sum=(0 0 0 0 0)
+    RETRANS=0
+    PER_NS=""
+    for ns in "${RULE_NS[@]}"; do
+        read -r p d e pb db <<<"$(read_counters "$ns")"
+        rt=$(tcp_retrans "$ns")
+        sum=($((sum[0] + p)) $((sum[1] + d)) $((sum[2] + e)) $((sum[3] + pb)) $((sum[4] + db)))
+        RETRANS=$((RETRANS + rt))
+        PER_NS+=" $p $d $e $pb $db $rt"
+    done
+    COUNTERS="${sum[*]}"
+}
 
 # Wait (up to WAIT_IDLE s) until no other task competes for the CPUs.
 wait_idle() {
@@ -245,12 +408,25 @@ wait_idle() {
     done
 }
 
-export FI_UDP_IFACE=lo
-MPIRUN=(mpirun --allow-run-as-root -np 2 --bind-to core --mca oob_tcp_if_include lo
-        -x FI_UDP_IFACE=lo)
-USNIC_MCA=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo
+if [ $NETNS = 0 ]; then
+    export FI_UDP_IFACE=lo
+    MPIRUN=(mpirun --allow-run-as-root -np 2 --bind-to core --mca oob_tcp_if_include lo
+            -x FI_UDP_IFACE=lo)
+    NET=lo
+    KILL_AFTER=5
+else
+    # mpirun in head, its daemons in h1/h2 (netns-rsh.sh), everything on
+    # the test bed's subnet
+    export FI_UDP_IFACE=$NSB_DEV
+    MPIRUN=(mpirun --allow-run-as-root -np 2 --hostfile "$HOSTFILE" "${BIND[@]}"
+            --mca plm_rsh_agent "$NSB_AGENT"
+            --mca oob_tcp_if_include "$NSB_CIDR" -x FI_UDP_IFACE="$NSB_DEV")
+    NET=$NSB_CIDR
+    KILL_AFTER=10   # mpirun ends its remote daemons after a TERM
+fi
+USNIC_MCA=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include "$NET"
            --mca btl_usnic_print_stats 1 --mca btl_base_verbose 5)
-TCP_MCA=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo
+TCP_MCA=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$NET"
          --mca btl_tcp_port_min_v4 40000 --mca btl_tcp_port_range_v4 100)
 EXCH=("$BUILD/exchange" -n "$CYCLES")
 
@@ -276,7 +452,7 @@ btl_identity >"$LOGDIR/build-before.txt"
 sum=0
 for _ in 1 2 3 4; do read_running; sum=$((sum + RUNNING - 1)); sleep 0.25; done
 IDLE_BEFORE=$(awk -v s=$sum 'BEGIN { printf "%.2f", s / 4 }')
-echo "# loss.sh: namespace $NS, loss $PCT % ($NUMGEN), $CYCLES cycles, $ROUNDS round(s)" >&2
+echo "# loss.sh: $NS_DESC, loss $PCT % ($NUMGEN), $CYCLES cycles, $ROUNDS round(s)" >&2
 echo "# loadavg before: $LOAD_BEFORE; other runnable tasks before: $IDLE_BEFORE" >&2
 
 T_START=$(date +%s)
@@ -292,10 +468,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
         out=$LOGDIR/$c.r$r.log
         echo "# ${CMD[*]}" >"$out"
         wait_idle
-        rt0=$(tcp_retrans)
+        sample_all
+        rt0=$RETRANS
+        read -r -a per0 <<<"$PER_NS"
         progress "[round $r/$ROUNDS] run $RUNNO/$TOTAL: $c - $(( $(date +%s) - T_START ))s elapsed"
         t0=$(date +%s.%N)
-        timeout -k 5 "$RUN_TIMEOUT" ip netns exec "$NS" "${CMD[@]}" </dev/null >>"$out" 2>&1 &
+        timeout -k $KILL_AFTER "$RUN_TIMEOUT" ip netns exec "$RUN_NS" "${CMD[@]}" </dev/null >>"$out" 2>&1 &
         RUNPID=$!
         n=0 sum=0
         while kill -0 $RUNPID 2>/dev/null; do
@@ -306,10 +484,22 @@ for ((r = 1; r <= ROUNDS; r++)); do
         rc=$?
         RUNPID=""
         t1=$(date +%s.%N)
-        rt1=$(tcp_retrans)
-        read -r passed dropped exempt <<<"$(read_counters)"
+        end_leftovers "$out"
+        sample_all
+        rt1=$RETRANS
+        read -r passed dropped exempt _ <<<"$COUNTERS"
         # round cond rc wall passed dropped exempt tcp_retrans samples runnable_sum
         echo "$r $c $rc $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') $passed $dropped $exempt $((rt1 - rt0)) $n $sum" >>"$RUNS"
+        if [ $NETNS = 1 ]; then
+            # per host: round cond, then for h1 and h2: passed dropped exempt
+            # passed-bytes dropped-bytes tcp-retrans (the run's difference)
+            read -r -a per1 <<<"$PER_NS"
+            line="$r $c"
+            for ((i = 0; i < ${#per1[@]}; i++)); do
+                if [ $((i % 6)) = 5 ]; then line+=" $((per1[i] - per0[i]))"; else line+=" ${per1[i]}"; fi
+            done
+            echo "$line" >>"$LOGDIR/hosts.txt"
+        fi
     done
 done
 [ -t 2 ] && printf '\r\033[K' >&2
@@ -319,6 +509,14 @@ btl_identity >"$LOGDIR/build-after.txt"
 echo "# $TOTAL runs in $((T_END - T_START))s; loadavg after: $LOAD_AFTER; logs in ${LOGDIR#$HERE/}" >&2
 cleanup
 
+# --netns: the test bed, for the report (empty on one host)
+if [ $NETNS = 1 ]; then
+    export LOSS_NETNS_MTU=$NETNS_MTU LOSS_DEV=$NSB_DEV LOSS_BIND="$BIND_DESC"
+    NCPU=$(nproc)
+    export LOSS_SETUP="h1 $H1 and h2 $H2, each on a veth $NSB_DEV (MTU $NETNS_MTU) to the bridge br0 in namespace head ($NSB_HEAD_ADDR), where mpirun runs (daemons started in h1/h2 by test/lib/netns-rsh.sh); all traffic on $NSB_CIDR; the namespaces share this machine's $NCPU CPUs and kernel (test bed: test/lib/netns.sh)"
+else
+    export LOSS_NETNS_MTU=""
+fi
 BENCH_DIR=$HERE python3 - "$LOGDIR" "$RESDIR/$NAME" "$PCT" "$CYCLES" "$ROUNDS" "$LOAD_BEFORE" "$LOAD_AFTER" \
     "$IDLE_BEFORE" "$((T_END - T_START))" "$ALL_UDP" "$DROP_RATE" "$NUMGEN" <<'PY'
 import sys, os, re, statistics
@@ -329,6 +527,20 @@ from benchlib import build_lines
 (logdir, prefix, pct, cycles, rounds, load_before, load_after, idle_before, secs,
  all_udp, drop_rate, numgen) = sys.argv[1:13]
 rounds = int(rounds)
+netns_mtu = os.environ.get("LOSS_NETNS_MTU", "")   # empty: one host
+netns = bool(netns_mtu)
+dev = os.environ.get("LOSS_DEV", "eth0")
+# --netns: per-host counters of each run, (round, cond) -> [h1, h2], each
+# dict(passed, dropped, exempt, pbytes, dbytes, tcp_retrans)
+hosts = {}
+if netns and os.path.exists(os.path.join(logdir, "hosts.txt")):
+    for line in open(os.path.join(logdir, "hosts.txt")):
+        f = line.split()
+        if len(f) < 2 or (len(f) - 2) % 6:
+            continue
+        v = [int(x) for x in f[2:]]
+        hosts[(int(f[0]), f[1])] = [dict(zip(("passed", "dropped", "exempt", "pbytes", "dbytes",
+                                              "tcp_retrans"), v[i:i + 6])) for i in range(0, len(v), 6)]
 runs = []
 for line in open(os.path.join(logdir, "runs.txt")):
     f = line.split()
@@ -346,7 +558,14 @@ for line in open(os.path.join(logdir, "runs.txt")):
     d["usnic_inj"] = sum(int(x) for x in re.findall(r"\[usnic stats\].* inj_drop=(\d+)", txt))
     d["dgram"] = sorted(set(int(x) for x in re.findall(r"btl:usnic: using provider \S+ device \S+ "
                                                         r"\([^)]*\): datagram (\d+) bytes", txt)))
-    d["fallback"] = len(re.findall(r"self-test datagram of \d+ bytes did not arrive", txt))
+    # a rank whose interface-MTU self-test failed: the help message (older
+    # builds: one line per rank), or mpirun's count of repeats of it
+    d["fallback"] = (len(re.findall(r"self-test datagram of \d+ bytes did not arrive|"
+                                    r"could not confirm that \d+-byte datagrams", txt)) +
+                     sum(int(x) for x in re.findall(r"(\d+) more process(?:es)? ha(?:s|ve) sent help "
+                                                    r"message help-mpi-btl-usnic.txt / datagram "
+                                                    r"self-test failed", txt)))
+    d["hosts"] = hosts.get((r, c))
     d["ok"] = rc == 0 and d["elapsed"] is not None and d["errors"] == 0
     d["log"] = os.path.relpath(log, os.path.dirname(logdir))
     runs.append(d)
@@ -398,14 +617,27 @@ def fnum(x, nd=0):
 
 out = []
 P = out.append
-P(f"# usnic loss penalty - {pct} % random packet loss")
-P("")
-P(f"Fixed exchange: {cycles} cycles x ping-pong of 8 B, 64 B, 512 B, 4 KiB, 32 KiB, 256 KiB, 1 MiB "
-  f"(data checked), 2 ranks, --bind-to core, loopback inside a private network namespace; "
-  f"{rounds} round(s), runs interleaved. Times: exchange elapsed seconds, median [min-max] over rounds.")
-P(f"Kernel loss: nftables input hook, `{numgen} drop` on the transport's packets "
-  f"(usnic: all UDP{'' if all_udp == '1' else ' except the startup self-test datagram'}; "
-  "tcp: ports 40000-40099 = the BTL's connections only).")
+if not netns:
+    P(f"# usnic loss penalty - {pct} % random packet loss")
+    P("")
+    P(f"Fixed exchange: {cycles} cycles x ping-pong of 8 B, 64 B, 512 B, 4 KiB, 32 KiB, 256 KiB, 1 MiB "
+      f"(data checked), 2 ranks, --bind-to core, loopback inside a private network namespace; "
+      f"{rounds} round(s), runs interleaved. Times: exchange elapsed seconds, median [min-max] over rounds.")
+    P(f"Kernel loss: nftables input hook, `{numgen} drop` on the transport's packets "
+      f"(usnic: all UDP{'' if all_udp == '1' else ' except the startup self-test datagram'}; "
+      "tcp: ports 40000-40099 = the BTL's connections only).")
+else:
+    P(f"# usnic loss penalty - {pct} % random packet loss - two network-namespace hosts over veth "
+      f"(MTU {netns_mtu}) + bridge")
+    P("")
+    P(f"Fixed exchange: {cycles} cycles x ping-pong of 8 B, 64 B, 512 B, 4 KiB, 32 KiB, 256 KiB, 1 MiB "
+      f"(data checked), 2 ranks, one per host: {os.environ.get('LOSS_BIND', '')}; "
+      f"{rounds} round(s), runs interleaved. Times: exchange elapsed seconds, median [min-max] over rounds.")
+    P(f"Test bed: {os.environ.get('LOSS_SETUP', '')}.")
+    P(f"Kernel loss in both directions: the same nftables table in h1 and in h2, input hook, "
+      f"`{numgen} drop` on the transport's packets arriving on the host's veth (`iifname \"{dev}\"`) "
+      f"(usnic: all UDP{'' if all_udp == '1' else ' except the startup self-test datagram'}; "
+      "tcp: ports 40000-40099 = the BTL's connections only, so the runtime's TCP (ORTE/PMIx) is never dropped).")
 P("")
 P("| transport | loss | time without loss (s) | time with loss (s) | penalty | per-round penalties | penalty of the fastest runs | extra s (median) | drops / packets (lossy runs) | retransmits clean / lossy (median per run) |")
 P("|---|---|---|---|---:|---|---:|---:|---|---|")
@@ -456,7 +688,8 @@ P("Penalty = median(with loss) / median(without) - 1; per-round penalties compar
   "of the same round (* = one of them ran while other work competed for the CPUs); "
   "fastest runs = min(with loss) / min(without) - 1.")
 P("Retransmits: usnic = sum of `retrans=` of both ranks' `[usnic stats]` lines (segments actually resent); "
-  "tcp = TcpRetransSegs of the namespace (/proc/net/snmp).")
+  + ("tcp = TcpRetransSegs of the namespace (/proc/net/snmp)." if not netns else
+     "tcp = TcpRetransSegs of h1 plus h2 (each host namespace's /proc/net/snmp)."))
 P("")
 
 # notes: failures, fallbacks, datagram sizes, load
@@ -474,11 +707,49 @@ for d in runs:
         notes.append(f"round {d['round']} {d['cond']}: the nft rule saw only {d['passed'] + d['dropped']} "
                      "packets - the transport's traffic did not match it")
 sizes = sorted({s for d in runs for s in d["dgram"]})
-if sizes:
+if sizes and not netns:
     notes.append("usnic datagram size(s) in use: " + ", ".join(map(str, sizes)) + " bytes")
+elif netns:
+    want = min(int(netns_mtu) - 28, 65507)
+    n = "usnic datagram size(s) in use: " + (", ".join(map(str, sizes)) or "none seen") + " bytes"
+    n += f" (expected {want}: veth MTU {netns_mtu} - 28)" if sizes == [want] else \
+         f" - EXPECTED {want} (veth MTU {netns_mtu} - 28)"
+    notes.append(n)
 ex = sum(d["exempt"] for d in runs)
 if all_udp != "1":
-    notes.append(f"startup self-test datagrams exempted from the loss rule: {ex}")
+    notes.append(f"startup self-test datagrams exempted from the loss rule: {ex}"
+                 + (" (on the test bed a rank's self-test datagram goes to its own address, over lo, "
+                    "so it never reaches the rule on the veth)" if netns and ex == 0 else ""))
+if netns:
+    # where the drops happened, and the size of what the rule saw
+    for lc in ("usnic-loss", "tcp-loss"):
+        hs = [d["hosts"] for d in sel(lc) if d["hosts"]]
+        if not hs:
+            continue
+        parts = []
+        for i in range(len(hs[0])):
+            p_ = sum(h[i]["passed"] + h[i]["dropped"] for h in hs)
+            d_ = sum(h[i]["dropped"] for h in hs)
+            parts.append(f"h{i + 1} {d_} of {p_}")
+        notes.append(f"{lc}: dropped / packets arriving on each host's veth (all rounds): " + ", ".join(parts))
+    avg = []
+    for c in ("usnic-clean", "usnic-loss", "tcp-clean", "tcp-loss"):
+        hs = [h for d in sel(c) if d["hosts"] for h in d["hosts"]]
+        pk = sum(h["passed"] + h["dropped"] for h in hs)
+        by = sum(h["pbytes"] + h["dbytes"] for h in hs)
+        if pk:
+            avg.append(f"{c} {by / pk:.0f} B")
+    if avg:
+        notes.append("average size of the packets the loss rule saw (IP packets as the kernel hands them "
+                     "to the input hook): " + ", ".join(avg))
+    rt = []
+    for c in ("tcp-clean", "tcp-loss"):
+        hs = [d["hosts"] for d in sel(c) if d["hosts"]]
+        if hs:
+            rt.append(f"{c} " + " / ".join(f"h{i + 1} {sum(h[i]['tcp_retrans'] for h in hs)}"
+                                           for i in range(len(hs[0]))))
+    if rt:
+        notes.append("tcp RetransSegs per host (all rounds): " + ", ".join(rt))
 busy = []
 for d in runs:
     if d["samples"]:
@@ -501,15 +772,24 @@ for n in notes:
 md = "\n".join(out) + "\n"
 sys.stdout.write(md)
 open(prefix + ".md", "w").write(md)
+HX = ("h1_passed", "h1_dropped", "h1_tcp_retrans", "h2_passed", "h2_dropped", "h2_tcp_retrans",
+      "rule_bytes")
 with open(prefix + "-runs.csv", "w") as f:
     f.write("round,condition,exit,wall_s,elapsed_s,errors,passed,dropped,exempt,usnic_retrans,"
-            "usnic_inj_drop,tcp_retrans,datagram,fallbacks,avg_runnable\n")
+            "usnic_inj_drop,tcp_retrans,datagram,fallbacks,avg_runnable"
+            + ("," + ",".join(HX) if netns else "") + "\n")
     for d in runs:
+        extra = []
+        if netns:
+            h = d["hosts"] or []
+            for i in range(2):
+                extra += [h[i][k] if i < len(h) else "" for k in ("passed", "dropped", "tcp_retrans")]
+            extra.append(sum(x["pbytes"] + x["dbytes"] for x in h) if h else "")
         f.write(",".join(str(x) for x in [
             d["round"], d["cond"], d["rc"], d["wall"], "" if d["elapsed"] is None else d["elapsed"],
             "" if d["errors"] is None else d["errors"], d["passed"], d["dropped"], d["exempt"],
             d["usnic_retrans"], d["usnic_inj"], d["tcp_retrans"], "/".join(map(str, d["dgram"])),
-            d["fallback"], f"{d['runnable'] / d['samples']:.2f}" if d["samples"] else ""]) + "\n")
+            d["fallback"], f"{d['runnable'] / d['samples']:.2f}" if d["samples"] else ""] + extra) + "\n")
 PY
 exit 0
 }
