@@ -43,6 +43,10 @@ BEGIN_C_DECLS
  * this many bytes (at least 8, at most 512), few enough to stay cached. */
 #define USNIC_UDP_RX_HOT_BYTES (512u * 1024)
 
+/* Large PUTs remembered to tell a reused target (copied through the cache)
+ * from fresh memory (copied past it). */
+#define USNIC_PUT_RECENT 4
+
 /* Version of the modex record layout (btl_usnic_proc.h). */
 #define USNIC_MODEX_VERSION 1
 
@@ -137,9 +141,14 @@ typedef struct usnic_module {
     usnic_fault_t fault;
     usnic_module_stats_t stats;
     uint64_t stream_copy_min; /* btl_usnic_stream_copy_min (0 = never) */
-    uint32_t data_idle;       /* consecutive progress calls without data completions */
-    uint64_t now_us;          /* usnic_now_us() at the start of the current progress call */
-    uint32_t last_sender_id;  /* cache of the last sender lookup (module id -> endpoint) */
+    struct {
+        const uint8_t *dest; /* target of one of the last large PUTs */
+        bool reused;         /* it had been a target before: copy through the cache */
+    } put_recent[USNIC_PUT_RECENT];
+    unsigned put_recent_next;
+    uint32_t data_idle;      /* consecutive progress calls without data completions */
+    uint64_t now_us;         /* usnic_now_us() at the start of the current progress call */
+    uint32_t last_sender_id; /* cache of the last sender lookup (module id -> endpoint) */
     struct mca_btl_base_endpoint_t *last_sender;
     bool finalized;
 } usnic_module_t;

@@ -122,7 +122,8 @@ int usnic_register_params(void)
     reg_int("stream_copy_min",
             "Emulated PUTs of at least this many bytes are copied into the target buffer with "
             "non-temporal stores, past the CPU caches (faster for large transfers the "
-            "receiver does not read at once); 0 = never",
+            "receiver does not read at once), unless the same buffer was the target of one of "
+            "the last 4 such PUTs (likely cached, e.g. a ping-pong's); 0 = never",
             512 * 1024, OPAL_INFO_LVL_5, &p->stream_copy_min);
     reg_double("debug_drop_rate",
                "Debug: fraction (0..1) of arriving packets the receive path drops", 0.0,

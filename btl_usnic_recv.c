@@ -105,6 +105,32 @@ static void accept_seq(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usni
     usnic_ack_schedule(module, ep);
 }
 
+/* Should this large PUT's target be written through the cache?  Yes if it
+ * was the target of one of the last few large PUTs: a buffer used again
+ * and again (a ping-pong's) is likely still cached and read right after
+ * the transfer.  Fresh memory (a stream through many buffers) is copied
+ * past the caches.  The first chunk of a PUT decides; its other chunks
+ * follow that decision. */
+static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool first)
+{
+    int i;
+
+    for (i = 0; i < USNIC_PUT_RECENT; i++) {
+        if (module->put_recent[i].dest == dest) {
+            if (first) {
+                module->put_recent[i].reused = true;
+            }
+            return module->put_recent[i].reused;
+        }
+    }
+    if (first) {
+        i = (int) (module->put_recent_next++ % USNIC_PUT_RECENT);
+        module->put_recent[i].dest = dest;
+        module->put_recent[i].reused = false;
+    }
+    return false;
+}
+
 static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t len)
 {
     struct usnic_pkt_view v;
@@ -202,7 +228,8 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
             drop(module, why);
             return;
         }
-        if (v.chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min) {
+        if (v.chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min &&
+            !put_target_reused(module, dest, 0 == v.chunk->offset)) {
             copy_stream(dest + v.chunk->offset, v.payload, v.payload_len);
         } else {
             memcpy(dest + v.chunk->offset, v.payload, v.payload_len);
