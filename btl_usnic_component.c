@@ -216,8 +216,10 @@ static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usni
         int rcv = 0, snd = 0;
         if (0 == usnic_udp_tune_socket(&chan->addr, p->udp_sockbuf, &rcv, &snd)) {
             chan->rcvbuf = rcv;
-            USNIC_VERBOSE(20, "%s: channel %d socket buffers: receive %d, send %d bytes",
-                          module->ifname, id, rcv, snd);
+            USNIC_VERBOSE(20,
+                          "%s: channel %d socket buffers: receive %d, send %d bytes; %d "
+                          "receive buffers of %u bytes posted",
+                          module->ifname, id, rcv, snd, rx_depth, (unsigned) mtu);
         } else {
             USNIC_VERBOSE(20, "%s: channel %d: UDP socket not found, buffers left as they are",
                           module->ifname, id);
