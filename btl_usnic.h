@@ -180,6 +180,7 @@ typedef struct usnic_params {
     int reasm_slots;       /* concurrent reassemblies per peer */
     int print_stats;
     int udp_sockbuf;       /* udp provider: kernel socket buffer bytes (0 = default) */
+    int max_inflight;      /* unacknowledged bytes per peer at most (0 = half its buffer) */
     int udp_datagram_size; /* udp provider: 0 = interface MTU, -1 = advertised, N = cap */
     int stream_copy_min;   /* PUTs this large are copied past the caches; 0 = never */
     double debug_drop_rate;

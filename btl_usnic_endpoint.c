@@ -249,9 +249,13 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
         ep->chunk_max = data - (uint32_t) USNIC_HDR_LEN_CHUNK;
         ep->put_max = data - (uint32_t) USNIC_HDR_LEN_PUT;
         ep->reasm.chunk = ep->chunk_max; /* the peer cuts its fragments alike */
-        /* keep what we have in flight within half the peer's kernel buffer,
-         * but always allow a few datagrams */
+        /* keep what we have in flight within half the peer's kernel buffer
+         * and btl_usnic_max_inflight, but always allow a few datagrams */
         ep->inflight_limit = (0 != rec->rcvbuf) ? rec->rcvbuf / 2 : UINT64_MAX;
+        if (mca_btl_usnic_component.params.max_inflight > 0 &&
+            ep->inflight_limit > (uint64_t) mca_btl_usnic_component.params.max_inflight) {
+            ep->inflight_limit = (uint64_t) mca_btl_usnic_component.params.max_inflight;
+        }
         if (ep->inflight_limit < 4u * data) {
             ep->inflight_limit = 4u * data;
         }
