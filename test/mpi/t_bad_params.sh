@@ -1,7 +1,8 @@
 #!/bin/bash
 # Bad user input gets a clear help message that names the parameter and says
-# how to fix it: an unparsable CIDR, a window of zero, a loss rate above 1, and
-# an interface that does not exist.  Only the message text is checked.
+# how to fix it: an unparsable CIDR, a window of zero, a loss rate above 1, a
+# negative in-flight limit, and an interface that does not exist.  Only the
+# message text is checked.
 . "$(dirname "$0")/../lib/mpitest.sh"
 usnic_mode || { pass "bad params (skipped with USNIC_TEST_BTL=tcp)"; finish; }
 build_prog trivial || finish
@@ -37,6 +38,8 @@ expect_help "zero send window" "--mca btl_usnic_send_window 0" \
     "Parameter: btl_usnic_send_window" "positive integer"
 expect_help "drop rate above 1" "--mca btl_usnic_debug_drop_rate 1.5" \
     "Parameter: btl_usnic_debug_drop_rate" "between 0 and 1"
+expect_help "negative in-flight limit" "--mca btl_usnic_max_inflight -5" \
+    "Parameter: btl_usnic_max_inflight" "no limit"
 IF_OVERRIDE= expect_help "missing interface" "--mca btl_usnic_if_include nosuchif0" \
     "found no usable network device" "btl_usnic_if_include: *nosuchif0"
 finish
