@@ -243,23 +243,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "ackpolicy.sh: interrupted" >&2; exit 130' INT TERM HUP
 
-progress() {   # transient status line on stderr
-    if [ -t 2 ]; then printf '\r\033[K%s' "$*" >&2; else printf '%s\n' "$*" >&2; fi
-}
 
-# Wait (up to WAIT_IDLE s) until no other task competes for the CPUs.
-wait_idle() {
-    [ "$WAIT_IDLE" -gt 0 ] || return 0
-    local deadline=$(( $(date +%s) + WAIT_IDLE )) sum
-    while :; do
-        sum=0
-        for _ in 1 2 3 4; do read_running; sum=$((sum + RUNNING - 1)); sleep 0.25; done
-        [ $sum -le 1 ] && return 0    # on average < 0.5 other runnable tasks
-        [ "$(date +%s)" -ge $deadline ] && return 0
-        progress "waiting up to ${WAIT_IDLE}s for idle CPUs ($((sum / 4)) other runnable task(s)) ..."
-        sleep 2
-    done
-}
 
 # The installed component, hashed before every run: another engineer may
 # reinstall it while the sweep runs (the report then says which runs used

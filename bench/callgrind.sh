@@ -185,9 +185,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "callgrind.sh: interrupted" >&2; exit 130' INT TERM HUP
 
-progress() {
-    if [ -t 2 ]; then printf '\r\033[K%s' "$*" >&2; else printf '%s\n' "$*" >&2; fi
-}
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 btl_identity >"$LOGDIR/build-before.txt"

@@ -31,3 +31,27 @@ read_running() {
         if [ "$k" = procs_running ]; then RUNNING=$v; return; fi
     done </proc/stat
 }
+
+# progress TEXT: a transient status line on stderr (a terminal line that
+# the next call overwrites; plain lines when stderr is not a terminal)
+progress() {
+    if [ -t 2 ]; then printf '\r\033[K%s' "$*" >&2; else printf '%s\n' "$*" >&2; fi
+}
+
+# wait_idle: wait (up to WAIT_IDLE seconds; 0 or unset = don't) until no
+# other task competes for the CPUs
+wait_idle() {
+    [ "${WAIT_IDLE:-0}" -gt 0 ] 2>/dev/null || return 0
+    local deadline=$(( $(date +%s) + WAIT_IDLE )) i sum said=0
+    while :; do
+        sum=0
+        for i in 1 2 3 4; do read_running; sum=$((sum + RUNNING - 1)); sleep 0.25; done
+        [ $sum -le 1 ] && return 0    # on average < 0.5 other runnable tasks
+        [ "$(date +%s)" -ge $deadline ] && return 0
+        if [ -t 2 ] || [ $said = 0 ]; then
+            progress "waiting up to ${WAIT_IDLE}s for idle CPUs ($((sum / 4)) other runnable task(s)) ..."
+            said=1
+        fi
+        sleep 2
+    done
+}

@@ -394,19 +394,6 @@ sample_all() {
     COUNTERS="${sum[*]}"
 }
 
-# Wait (up to WAIT_IDLE s) until no other task competes for the CPUs.
-wait_idle() {
-    [ "$WAIT_IDLE" -gt 0 ] || return 0
-    local deadline=$(( $(date +%s) + WAIT_IDLE )) sum
-    while :; do
-        sum=0
-        for _ in 1 2 3 4; do read_running; sum=$((sum + RUNNING - 1)); sleep 0.25; done
-        [ $sum -le 1 ] && return 0    # on average < 0.5 other runnable tasks
-        [ "$(date +%s)" -ge $deadline ] && return 0
-        progress "waiting up to ${WAIT_IDLE}s for idle CPUs ($((sum / 4)) other runnable task(s)) ..."
-        sleep 2
-    done
-}
 
 if [ $NETNS = 0 ]; then
     export FI_UDP_IFACE=lo
@@ -442,9 +429,6 @@ cond_cmd() {
     case "$1" in *-loss) LOSSY=1 ;; *) LOSSY=0 ;; esac
 }
 
-progress() {
-    if [ -t 2 ]; then printf '\r\033[K%s' "$*" >&2; else printf '%s\n' "$*" >&2; fi
-}
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 btl_identity >"$LOGDIR/build-before.txt"

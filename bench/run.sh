@@ -352,9 +352,6 @@ server_wait() {
     SRVPID=""
 }
 
-progress() {   # transient status line on stderr
-    if [ -t 2 ]; then printf '\r\033[K%s' "$*" >&2; else printf '%s\n' "$*" >&2; fi
-}
 progress_done() { [ -t 2 ] && printf '\r\033[K' >&2; return 0; }
 
 # Probe: a tiny run must succeed (and, for rxd, really use mtl/ofi).
@@ -446,22 +443,6 @@ RUNS=$LOGDIR/runs.txt
 : >"$RUNS"
 WIRE=$LOGDIR/wire.txt   # --netns: transport round h1-tx-bytes h2-tx-bytes
 
-# Wait (up to WAIT_IDLE s) until no other task competes for the CPUs.
-wait_idle() {
-    [ "$WAIT_IDLE" -gt 0 ] 2>/dev/null || return 0
-    local deadline=$(( $(date +%s) + WAIT_IDLE )) i sum said=0
-    while :; do
-        sum=0
-        for i in 1 2 3 4; do read_running; sum=$((sum + RUNNING - 1)); sleep 0.25; done
-        [ $sum -le 1 ] && return 0    # on average < 0.5 other runnable tasks
-        [ "$(date +%s)" -ge $deadline ] && return 0
-        if [ -t 2 ] || [ $said = 0 ]; then
-            progress "waiting up to ${WAIT_IDLE}s for idle CPUs ($((sum / 4)) other runnable task(s)) ..."
-            said=1
-        fi
-        sleep 2
-    done
-}
 
 run_one() {   # transport round
     local t=$1 r=$2 out=$LOGDIR/$1.r$2.out err=$LOGDIR/$1.r$2.err
