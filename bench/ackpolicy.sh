@@ -292,18 +292,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
             echo "# ${CMD[*]}" >"$out"
             wait_idle
             so=$(so_id)
-            t0=$(date +%s.%N)
-            timeout -k 10 "$RUN_TIMEOUT" "${CMD[@]}" </dev/null >>"$out" 2>&1 &
-            RUNPID=$!
-            n=0 sum=0
-            while kill -0 $RUNPID 2>/dev/null; do
-                read_running; n=$((n + 1)); sum=$((sum + RUNNING))
-                sleep 0.1
-            done
-            wait $RUNPID
-            rc=$?
-            RUNPID=""
-            t1=$(date +%s.%N)
+            sampled_run "$out" 0.1 timeout -k 10 "$RUN_TIMEOUT" "${CMD[@]}"
+            rc=$RC n=$SAMPLES sum=$RUNNABLE_SUM t0=$T0 t1=$T1
             [ $rc = 0 ] || NFAIL=$((NFAIL + 1))
             [ "$(so_id)" = "$so" ] || so="$so->$(so_id)"   # reinstalled during the run
             # round delay window dgram test rc wall samples runnable_sum build

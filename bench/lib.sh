@@ -55,3 +55,29 @@ wait_idle() {
         sleep 2
     done
 }
+
+# sampled_run OUT INTERVAL CMD...: run CMD in the background (stdin from
+# /dev/null, output appended to OUT; its PID in RUNPID while it runs, for
+# the caller's cleanup trap) and sample the runnable tasks every INTERVAL
+# seconds until it ends.  Sets RC (its exit status), SAMPLES and
+# RUNNABLE_SUM (for the average load during the run), T0 and T1 (start
+# and end, date +%s.%N).
+sampled_run() {
+    local out=$1 interval=$2
+    shift 2
+    SAMPLES=0
+    RUNNABLE_SUM=0
+    T0=$(date +%s.%N)
+    "$@" </dev/null >>"$out" 2>&1 &
+    RUNPID=$!
+    while kill -0 "$RUNPID" 2>/dev/null; do
+        read_running
+        SAMPLES=$((SAMPLES + 1))
+        RUNNABLE_SUM=$((RUNNABLE_SUM + RUNNING))
+        sleep "$interval"
+    done
+    wait "$RUNPID"
+    RC=$?
+    RUNPID=""
+    T1=$(date +%s.%N)
+}

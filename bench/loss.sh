@@ -456,18 +456,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
         rt0=$RETRANS
         read -r -a per0 <<<"$PER_NS"
         progress "[round $r/$ROUNDS] run $RUNNO/$TOTAL: $c - $(( $(date +%s) - T_START ))s elapsed"
-        t0=$(date +%s.%N)
-        timeout -k $KILL_AFTER "$RUN_TIMEOUT" ip netns exec "$RUN_NS" "${CMD[@]}" </dev/null >>"$out" 2>&1 &
-        RUNPID=$!
-        n=0 sum=0
-        while kill -0 $RUNPID 2>/dev/null; do
-            read_running; n=$((n + 1)); sum=$((sum + RUNNING))
-            sleep 0.2
-        done
-        wait $RUNPID
-        rc=$?
-        RUNPID=""
-        t1=$(date +%s.%N)
+        sampled_run "$out" 0.2 timeout -k $KILL_AFTER "$RUN_TIMEOUT" ip netns exec "$RUN_NS" "${CMD[@]}"
+        rc=$RC n=$SAMPLES sum=$RUNNABLE_SUM t0=$T0 t1=$T1
         end_leftovers "$out"
         sample_all
         rt1=$RETRANS
