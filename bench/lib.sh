@@ -81,3 +81,20 @@ sampled_run() {
     RUNPID=""
     T1=$(date +%s.%N)
 }
+
+# netns_bind DIR H1 H2: how to place one rank on each of two namespace hosts
+# (test/lib/netns.sh): a rankfile in DIR puts rank 0 on H1 and rank 1 on H2,
+# on different cores as --bind-to core does on one host (each host's daemon
+# would otherwise bind its rank to the same first core); with a single CPU
+# the ranks are not bound.  Sets BIND (mpirun arguments) and BIND_DESC.
+netns_bind() {
+    local dir=$1 h1=$2 h2=$3
+    if [ "$(nproc)" -ge 2 ]; then
+        printf 'rank 0=%s slot=0\nrank 1=%s slot=1\n' "$h1" "$h2" >"$dir/rankfile"
+        BIND=(--rankfile "$dir/rankfile")
+        BIND_DESC="rank 0 on h1 ($h1) bound to core 0, rank 1 on h2 ($h2) bound to core 1 (rankfile)"
+    else
+        BIND=(--bind-to none)
+        BIND_DESC="rank 0 on h1 ($h1), rank 1 on h2 ($h2), not bound (one CPU)"
+    fi
+}

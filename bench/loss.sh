@@ -289,17 +289,7 @@ IIF="iifname \"$NSB_DEV\" "
 H1=$(nsbed_addr 1)
 H2=$(nsbed_addr 2)
 HOSTFILE=$(nsbed_hostfile 1)
-# one rank per host; on separate cores like --bind-to core on one host
-# (each host's daemon would otherwise bind its rank to the same first core)
-if [ "$(nproc)" -ge 2 ]; then
-    RANKFILE=$LOGDIR/rankfile
-    printf 'rank 0=%s slot=0\nrank 1=%s slot=1\n' "$H1" "$H2" >"$RANKFILE"
-    BIND=(--rankfile "$RANKFILE")
-    BIND_DESC="rank 0 on h1 ($H1) bound to core 0, rank 1 on h2 ($H2) bound to core 1 (rankfile)"
-else
-    BIND=(--bind-to none)
-    BIND_DESC="rank 0 on h1 ($H1), rank 1 on h2 ($H2), not bound (one CPU)"
-fi
+netns_bind "$LOGDIR" "$H1" "$H2"
 NS_DESC="test bed $NSB_HEAD (mpirun) + ${RULE_NS[*]}, veth MTU $NETNS_MTU"
 fi
 

@@ -232,17 +232,7 @@ if [ $NETNS = 1 ]; then
     H2=$(nsbed_addr 2)
     UDP_IF=$NSB_DEV
     HOSTFILE=$(nsbed_hostfile 1)
-    # one rank per host; on separate cores like --bind-to core on loopback
-    # (each host's daemon would bind its rank to the same first core)
-    if [ "$(nproc)" -ge 2 ]; then
-        RANKFILE=$LOGDIR/rankfile
-        printf 'rank 0=%s slot=0\nrank 1=%s slot=1\n' "$H1" "$H2" >"$RANKFILE"
-        BIND=(--rankfile "$RANKFILE")
-        BIND_DESC="rank 0 on h1 bound to core 0, rank 1 on h2 bound to core 1 (rankfile)"
-    else
-        BIND=(--bind-to none)
-        BIND_DESC="ranks not bound (one CPU)"
-    fi
+    netns_bind "$LOGDIR" "$H1" "$H2"
     SETUP="two network-namespace hosts over veth (MTU $NETNS_MTU) + bridge: h1 $H1 and h2 $H2,"
     SETUP+=" each on a veth $NSB_DEV (MTU $NETNS_MTU) to the bridge br0 in namespace head ($NSB_HEAD_ADDR),"
     SETUP+=" where mpirun runs (daemons started in h1/h2 by test/lib/netns-rsh.sh); all traffic on $NSB_CIDR;"
