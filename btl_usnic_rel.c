@@ -66,6 +66,7 @@ usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     seg->seq = seq;
     seg->state = USNIC_REL_SEG_IN_WINDOW;
     seg->sends = 0;
+    seg->waits = 0;
     *tx_slot(rel, seq) = seg;
     rel->tx.lane[seq & (rel->tx.win_size - 1u)] = seg->lane;
     return seq;
@@ -74,6 +75,7 @@ usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 void usnic_rel_tx_sent(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 {
     seg->sends++;
+    seg->waits = 0;
     seg->state &= ~USNIC_REL_SEG_RESEND;
     if (!(seg->state & USNIC_REL_SEG_TIMER)) {
         seg->state |= USNIC_REL_SEG_TIMER;
@@ -221,6 +223,18 @@ void usnic_rel_tx_send_failed(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     }
 }
 
+/* Timer expiries to wait before resending a segment sent `sends` times. */
+static inline uint32_t backoff_waits(uint32_t sends)
+{
+    uint32_t w = 1;
+
+    while (sends > 1 && w < USNIC_REL_BACKOFF_MAX) {
+        w <<= 1;
+        sends--;
+    }
+    return w;
+}
+
 void usnic_rel_tx_timeout(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 {
     if (!(seg->state & USNIC_REL_SEG_IN_WINDOW)) {
@@ -233,6 +247,13 @@ void usnic_rel_tx_timeout(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     if (seg != usnic_rel_tx_oldest(rel)) {
         /* not the oldest: it may well have arrived; wait for the ACKs */
         rel->stats.timer_rearms++;
+        seg->state |= USNIC_REL_SEG_TIMER;
+        rel->ops->timer_arm(rel, seg);
+        return;
+    }
+    if (++seg->waits < backoff_waits(seg->sends)) {
+        /* backing off: sent several times already, wait longer */
+        rel->stats.timer_backoffs++;
         seg->state |= USNIC_REL_SEG_TIMER;
         rel->ops->timer_arm(rel, seg);
         return;

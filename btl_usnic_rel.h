@@ -60,10 +60,16 @@
 #define USNIC_REL_SACK_DUPS 3
 
 /* Embedded in the transport's send segment. */
+/* Retransmit backoff: the oldest segment, sent n times, is resent after
+ * 2^(n-1) timer expiries, at most this many (a peer busy outside MPI gets a
+ * few probes, not one per timeout). */
+#define USNIC_REL_BACKOFF_MAX 16u
+
 struct usnic_rel_seg {
     usnic_seq_t seq;
     uint32_t state; /* USNIC_REL_SEG_* */
     uint32_t sends; /* times put on the wire */
+    uint32_t waits; /* timer expiries since it was last put on the wire */
     uint8_t lane;   /* set by the transport before usnic_rel_tx_push(): segments of one
                        lane arrive in order unless lost (e.g. one UDP socket); lanes
                        may overtake each other */
@@ -95,6 +101,7 @@ struct usnic_rel_stats {
     uint64_t retrans_sack;    /* resends queued because a SACK showed a loss */
     uint64_t sacked;          /* segments released early by a SACK */
     uint64_t timer_rearms;    /* expired timers of non-oldest segments, re-armed */
+    uint64_t timer_backoffs;  /* expired timers of the oldest, re-armed (backing off) */
     uint64_t dup_acks;        /* explicit ACKs that acknowledged nothing new */
     uint64_t rx_dup;          /* duplicate data packets received */
     uint64_t rx_beyond;       /* data packets beyond the receive window */

@@ -337,6 +337,48 @@ static void test_rel_timeout_resend(void)
     usnic_rel_fini(&rel);
 }
 
+/* A peer that never acknowledges (busy outside MPI, or gone): the oldest
+ * segment is resent after 1, 2, 4, 8 and then every 16 timer expiries. */
+static void test_rel_timeout_backoff(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    struct usnic_rel_seg segs[2] = {{0}};
+    int at[8], n = 0, expiry;
+    bool ok;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 8, 7, 0, 3);
+    push_sent(&rel, segs, 2); /* 7, 8 */
+    for (expiry = 1; expiry <= 80; expiry++) {
+        int before = r.resends;
+        usnic_rel_tx_timeout(&rel, &segs[0]);
+        if (r.resends != before) {
+            if (n < 8) {
+                at[n] = expiry;
+            }
+            n++;
+            usnic_rel_tx_sent(&rel, &segs[0]); /* the transport puts it on the wire */
+        }
+    }
+    /* expiries 1, 1+2, 3+4, 7+8, 15+16, 31+16, 47+16, 63+16 */
+    ok = n == 8 && at[0] == 1 && at[1] == 3 && at[2] == 7 && at[3] == 15 && at[4] == 31 &&
+         at[5] == 47 && at[6] == 63 && at[7] == 79;
+    check(ok && rel.stats.retrans_timeout == 8 && rel.stats.timer_backoffs == 72 &&
+              (segs[0].state & USNIC_REL_SEG_TIMER) && segs[0].sends == 9,
+          "rel/timeout_backoff_doubles_up_to_16",
+          "resends=%d at %d %d %d %d %d %d timeouts=%" PRIu64 " backoffs=%" PRIu64, n, at[0], at[1],
+          at[2], at[3], at[4], at[5], rel.stats.retrans_timeout, rel.stats.timer_backoffs);
+
+    /* an ACK ends it; the next oldest starts from one expiry again */
+    ok = usnic_rel_tx_ack(&rel, 7, false) == 1;
+    n = r.resends;
+    usnic_rel_tx_timeout(&rel, &segs[1]);
+    check(ok && r.resends == n + 1 && r.resent_seq[n] == 8, "rel/timeout_backoff_per_segment",
+          "resends=%d", r.resends);
+    usnic_rel_fini(&rel);
+}
+
 static void test_rel_fast_retrans(void)
 {
     struct usnic_rel rel;
@@ -1576,6 +1618,7 @@ int main(void)
     test_rel_window_direct();
     test_rel_bad_ack();
     test_rel_timeout_resend();
+    test_rel_timeout_backoff();
     test_rel_fast_retrans();
     test_rel_rx_dup_beyond();
     test_rel_rx_model();
