@@ -216,10 +216,8 @@ static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usni
         int rcv = 0, snd = 0;
         if (0 == usnic_udp_tune_socket(&chan->addr, p->udp_sockbuf, &rcv, &snd)) {
             chan->rcvbuf = rcv;
-            USNIC_VERBOSE(20,
-                          "%s: channel %d socket buffers: receive %d, send %d bytes; %d "
-                          "receive buffers of %u bytes posted",
-                          module->ifname, id, rcv, snd, rx_depth, (unsigned) mtu);
+            USNIC_VERBOSE(20, "%s: channel %d socket buffers: receive %d, send %d bytes",
+                          module->ifname, id, rcv, snd);
         } else {
             USNIC_VERBOSE(20, "%s: channel %d: UDP socket not found, buffers left as they are",
                           module->ifname, id);
@@ -538,6 +536,8 @@ static int module_init_state(usnic_module_t *module)
         if (OPAL_SUCCESS != rc) {
             return rc;
         }
+        USNIC_VERBOSE(20, "%s: channel %d: %d receive buffers of %u bytes posted", module->ifname,
+                      c, module->chan[c].rx_depth, (unsigned) module->chan[c].mtu);
     }
     if (module->chan[USNIC_CHAN_DATA].mtu > module->advertised_mtu) {
         uint32_t size = module->chan[USNIC_CHAN_DATA].mtu;
