@@ -12,6 +12,8 @@
 # reported median = median of the per-round medians, min/max = extremes of
 # the per-round min/max.  Results: markdown table on stdout (and in .md),
 # CSV files and a PNG plot under bench/results/ (--netns: names end in -netns).
+# Full loopback runs end with bench/callgrind.sh's instruction count for one
+# 8-byte send+receive, appended to the report (--no-callgrind skips it).
 set -u
 # The whole script is one { ... } block, so bash parses it completely before
 # running: editing run.sh while it runs cannot break the running instance.
@@ -61,6 +63,7 @@ CEILING=""
 RUN_TIMEOUT=600
 WAIT_IDLE=0
 DO_BUILD=1
+CALLGRIND=1
 STAMP=$(date +%Y%m%d-%H%M%S)
 
 usage() {
@@ -90,6 +93,9 @@ usage: $0 [options]
   --wait-idle S   before each run wait up to S seconds for other processes to
                   stop using the CPUs (default 0: don't wait, only report)
   --no-build      do not run make first
+  --no-callgrind  skip the instruction count (bench/callgrind.sh, about 30 s)
+                  that full loopback runs append to the report (-q and
+                  --netns runs skip it)
   -o NAME         result file prefix (default bench-<timestamp>; --netns adds
                   the suffix -netns)
   -h, --help      this text
@@ -117,6 +123,7 @@ while [ $# -gt 0 ]; do
         --timeout) RUN_TIMEOUT=$2; shift 2 ;;
         --wait-idle) WAIT_IDLE=$2; shift 2 ;;
         --no-build) DO_BUILD=0; shift ;;
+        --no-callgrind) CALLGRIND=0; shift ;;
         -o) NAME=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
@@ -948,5 +955,27 @@ else:
 sys.stderr.write(f"# tables: {prefix}.md  csv: {prefix}.csv {prefix}-rounds.csv"
                  + (f" {prefix}-retrans.csv" if usn else "") + "\n")
 PY
-exit $?
+rc=$?
+# The instruction count of one 8-byte send+receive (bench/callgrind.sh),
+# appended to the report; it does not depend on the machine's load.
+if [ $CALLGRIND = 1 ] && [ $QUICK = 0 ] && [ $NETNS = 0 ] && [ $rc = 0 ] &&
+   [[ ",$TRANSPORTS," == *",usnic,"* ]]; then
+    progress "callgrind: instructions per 8-byte send+receive (about 30 s) ..."
+    cg=$(bash "$HERE/callgrind.sh" --no-build -o "$NAME-callgrind" 2>/dev/null | grep '^callgrind:')
+    progress_done
+    {
+        echo
+        echo "## Instructions per 8-byte send+receive (callgrind)"
+        echo
+        if [ -n "$cg" ]; then
+            echo "From \`bench/callgrind.sh\`, run right after the tables (full report:" \
+                 "\`$NAME-callgrind.md\`); the count does not depend on the machine's load."
+            echo
+            echo "$cg" | sed 's/^callgrind: /- /'
+        else
+            echo "bench/callgrind.sh failed (is valgrind installed?); see bench/results/$NAME-callgrind-logs."
+        fi
+    } | tee -a "$RESDIR/$NAME.md"
+fi
+exit $rc
 }
