@@ -237,7 +237,7 @@ cleanup() {
         wait "$RUNPID" 2>/dev/null
     fi
     RUNPID=""
-    [ -t 2 ] && printf '\r\033[K' >&2
+    progress_done
     return 0
 }
 trap cleanup EXIT
@@ -301,7 +301,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
         done
     done
 done
-[ -t 2 ] && printf '\r\033[K' >&2
+progress_done
 T_END=$(date +%s)
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 btl_identity >"$LOGDIR/build-after.txt"

@@ -237,7 +237,7 @@ if [ $STRACE = 1 ]; then
         done
     done
 fi
-[ -t 2 ] && printf '\r\033[K' >&2
+progress_done
 T_END=$(date +%s)
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 btl_identity >"$LOGDIR/build-after.txt"

@@ -38,6 +38,12 @@ progress() {
     if [ -t 2 ]; then printf '\r\033[K%s' "$*" >&2; else printf '%s\n' "$*" >&2; fi
 }
 
+# progress_done: clear the status line (on a terminal; nothing otherwise)
+progress_done() {
+    [ -t 2 ] && printf '\r\033[K' >&2
+    return 0
+}
+
 # wait_idle: wait (up to WAIT_IDLE seconds; 0 or unset = don't) until no
 # other task competes for the CPUs
 wait_idle() {

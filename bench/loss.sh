@@ -466,7 +466,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
         fi
     done
 done
-[ -t 2 ] && printf '\r\033[K' >&2
+progress_done
 T_END=$(date +%s)
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 btl_identity >"$LOGDIR/build-after.txt"

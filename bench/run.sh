@@ -349,7 +349,6 @@ server_wait() {
     SRVPID=""
 }
 
-progress_done() { [ -t 2 ] && printf '\r\033[K' >&2; return 0; }
 
 # Probe: a tiny run must succeed (and, for rxd, really use mtl/ofi).
 probe() {
