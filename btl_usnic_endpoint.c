@@ -23,6 +23,7 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
     ep->on_ack_list = false;
     ep->dead = false;
     ep->next_msg_id = 0;
+    ep->next_put_id = 0;
     memset(&ep->rel, 0, sizeof(ep->rel));
     memset(&ep->reasm, 0, sizeof(ep->reasm));
 }
@@ -229,7 +230,7 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
                                     ((uint32_t) p->reasm_slots > rec->send_window)
                                         ? (uint32_t) p->reasm_slots
                                         : rec->send_window,
-                                    &ep->reasm_alloc)) {
+                                    &ep->reasm_alloc, 0)) {
         usnic_rel_fini(&ep->rel);
         OBJ_RELEASE(ep);
         return NULL;

@@ -40,7 +40,8 @@ struct mca_btl_base_endpoint_t {
     struct usnic_reasm_alloc reasm_alloc; /* its buffers: module->big_bufs */
 
     opal_list_t sendq;    /* fragments not yet fully handed to the wire, in order */
-    uint32_t next_msg_id; /* msg_id of our next chunked fragment */
+    uint32_t next_msg_id; /* msg_id of our next PML fragment (FRAG or CHUNK) */
+    uint32_t next_put_id; /* msg_id of our next PUT */
 
     uint64_t last_progress_us; /* last time the peer acknowledged something new, or
                                   our window went from empty to busy */

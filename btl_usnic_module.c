@@ -198,7 +198,6 @@ static void large_layout(usnic_frag_t *frag)
     frag->total_len = frag->hdr_len + frag->data_len;
     frag->next_off = 0;
     frag->chunks_unacked = 0;
-    frag->msg_id = frag->ep->next_msg_id++;
 }
 
 static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
@@ -215,6 +214,10 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
     }
     frag->tag = tag;
     frag->ep = ep;
+    /* The peer's PML gets our fragments in this order (btl_usnic_reasm.h):
+     * the send queue keeps it, and a fragment skips the queue only when
+     * the queue is empty. */
+    frag->msg_id = ep->next_msg_id++;
     if (USNIC_FRAG_SMALL == frag->kind) {
         if (opal_list_is_empty(&ep->sendq) && OPAL_SUCCESS == usnic_send_small(module, ep, frag)) {
             frag->sent = true;
@@ -267,7 +270,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
             size_t max_data = payload_size;
             (void) opal_convertor_pack(convertor, &iov, &iov_count, &max_data);
         }
-        usnic_pkt_hdr_init(module, hdr, USNIC_PKT_FRAG, tag, (uint32_t) total);
+        usnic_pkt_hdr_init(module, hdr, USNIC_PKT_FRAG, tag, (uint32_t) total, 0);
         if (OPAL_SUCCESS == usnic_send_inline(module, ep, seg, (uint32_t) total)) {
             usnic_unlock();
             return OPAL_SUCCESS;
@@ -315,7 +318,7 @@ static int usnic_put(struct mca_btl_base_module_t *btl, struct mca_btl_base_endp
     frag->data = local_address;
     frag->data_len = size;
     frag->total_len = size;
-    frag->msg_id = ep->next_msg_id++;
+    frag->msg_id = ep->next_put_id++;
     frag->put_key = remote_handle->key;
     frag->put_offset = remote_address - remote_handle->base;
     frag->put_cb = cbfunc;

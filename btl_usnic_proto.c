@@ -43,7 +43,8 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job
         return USNIC_DROP_VERSION;
     }
     hlen = hdr_len_for_type(hdr->type);
-    if (0 == hlen || 0 != (hdr->flags & ~USNIC_PKT_FLAGS_KNOWN) || 0 != hdr->reserved) {
+    if (0 == hlen || 0 != (hdr->flags & ~USNIC_PKT_FLAGS_KNOWN) ||
+        (USNIC_PKT_ACK == hdr->type && 0 != hdr->msg_id)) {
         return USNIC_DROP_TYPE;
     }
     if (USNIC_PKT_ACK == hdr->type && 0 == (hdr->flags & USNIC_PKT_FLAG_ACK)) {
@@ -74,9 +75,6 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job
 
     if (USNIC_PKT_CHUNK == hdr->type || USNIC_PKT_PUT == hdr->type) {
         const struct usnic_chunk_hdr *ch = (const void *) (bytes + sizeof(*hdr));
-        if (0 != ch->reserved) {
-            return USNIC_DROP_TYPE;
-        }
         /* a PUT's length is bounded by its registration, checked on arrival */
         if (0 == ch->msg_len || 0 == hdr->payload_len ||
             (USNIC_PKT_CHUNK == hdr->type && ch->msg_len > max_msg_len) ||
@@ -147,10 +145,10 @@ size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen)
     memcpy(&hdr, bytes, sizeof(hdr));
     n = snprintf(out, outlen,
                  "len=%zu version=%u type=%s(%u) flags=0x%02x tag=%u src_module=%u "
-                 "job_key=0x%016llx seq=%u ack_seq=%u payload_len=%u reserved=%u",
+                 "job_key=0x%016llx seq=%u ack_seq=%u payload_len=%u msg_id=%u",
                  len, hdr.version, usnic_pkt_type_name(hdr.type), hdr.type, hdr.flags, hdr.tag,
                  hdr.src_module, (unsigned long long) hdr.job_key, hdr.seq, hdr.ack_seq,
-                 hdr.payload_len, hdr.reserved);
+                 hdr.payload_len, hdr.msg_id);
     if (n < 0) {
         out[0] = '\0';
         return 0;
@@ -169,7 +167,7 @@ size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen)
         len >= USNIC_HDR_LEN_CHUNK) {
         int m;
         memcpy(&ch, bytes + sizeof(hdr), sizeof(ch));
-        m = snprintf(out + n, outlen - (size_t) n, " msg_id=%u msg_len=%llu offset=%llu", ch.msg_id,
+        m = snprintf(out + n, outlen - (size_t) n, " msg_len=%llu offset=%llu",
                      (unsigned long long) ch.msg_len, (unsigned long long) ch.offset);
         if (m > 0) {
             n += m;

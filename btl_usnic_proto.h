@@ -16,7 +16,7 @@
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
  *   |              seq              |            ack_seq            |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
- *   |          payload_len          |           reserved            |
+ *   |          payload_len          |            msg_id             |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
  *
  * followed, by packet type, by:
@@ -32,17 +32,21 @@
  *          that lands at (registration reg_key) + reg_offset + offset.
  *
  *   chunk header                         put header
- *   +---------------+---------------+    +-------------------------------+
- *   |    msg_id     |   reserved    |    |            reg_key            |
- *   +---------------+---------------+    +-------------------------------+
- *   |            msg_len            |    |           reg_offset          |
  *   +-------------------------------+    +-------------------------------+
- *   |            offset             |
- *   +-------------------------------+
+ *   |            msg_len            |    |            reg_key            |
+ *   +-------------------------------+    +-------------------------------+
+ *   |            offset             |    |           reg_offset          |
+ *   +-------------------------------+    +-------------------------------+
  *
  * seq is meaningful for FRAG, CHUNK and PUT (they occupy the sender's send
  * window); ack_seq is meaningful when flags has USNIC_PKT_FLAG_ACK: it
  * acknowledges every sequence number up to and including ack_seq.
+ *
+ * msg_id numbers the PML fragments (FRAG and CHUNK) a sender hands to one
+ * peer, consecutively in the order the PML gave them to the BTL; the
+ * receiver hands them to its PML in that order (btl_usnic_reasm.h says
+ * why).  PUTs are numbered in a sequence of their own (the number only
+ * names the PUT in logs); ACKs carry 0.
  *
  * Receivers validate every field before touching anything (see
  * usnic_pkt_parse()); what fails is dropped and counted by reason.
@@ -56,7 +60,7 @@
 #include "btl_usnic_seq.h"
 
 /* Bump on any change to this file's structs or their meaning. */
-#define USNIC_PROTO_VERSION 1
+#define USNIC_PROTO_VERSION 2
 
 /* Packet types, from one list: name, value, description. */
 #define USNIC_PKT_TYPES(X)                                                                         \
@@ -89,20 +93,19 @@ struct usnic_pkt_hdr {
     uint32_t seq;         /* sequence number of this packet (not ACK) */
     uint32_t ack_seq;     /* cumulative ACK when flags & USNIC_PKT_FLAG_ACK */
     uint32_t payload_len; /* bytes after all headers */
-    uint32_t reserved;    /* zero */
+    uint32_t msg_id;      /* FRAG, CHUNK: fragment number (delivery order); PUT: PUT number */
 };
 _Static_assert(sizeof(struct usnic_pkt_hdr) == 32, "usnic_pkt_hdr is 32 bytes on the wire");
 _Static_assert(offsetof(struct usnic_pkt_hdr, job_key) == 8, "job_key at offset 8");
 _Static_assert(offsetof(struct usnic_pkt_hdr, seq) == 16, "seq at offset 16");
 _Static_assert(offsetof(struct usnic_pkt_hdr, payload_len) == 24, "payload_len at offset 24");
+_Static_assert(offsetof(struct usnic_pkt_hdr, msg_id) == 28, "msg_id at offset 28");
 
 struct usnic_chunk_hdr {
-    uint32_t msg_id;   /* per (sender, receiver) fragment id */
-    uint32_t reserved; /* zero */
-    uint64_t msg_len;  /* total bytes of the fragment or PUT */
-    uint64_t offset;   /* where this chunk's payload starts within it */
+    uint64_t msg_len; /* total bytes of the fragment or PUT */
+    uint64_t offset;  /* where this chunk's payload starts within it */
 };
-_Static_assert(sizeof(struct usnic_chunk_hdr) == 24, "usnic_chunk_hdr is 24 bytes on the wire");
+_Static_assert(sizeof(struct usnic_chunk_hdr) == 16, "usnic_chunk_hdr is 16 bytes on the wire");
 
 struct usnic_put_hdr {
     uint64_t reg_key;    /* target's registration key (usnic_reg) */
@@ -127,7 +130,7 @@ _Static_assert(sizeof(struct usnic_sack) == 8, "usnic_sack is 8 bytes on the wir
 #define USNIC_DROP_REASONS(X)                                                                      \
     X(SHORT, "shorter than the common header")                                                     \
     X(VERSION, "unknown protocol version")                                                         \
-    X(TYPE, "unknown packet type or flags, or a reserved field not zero")                          \
+    X(TYPE, "unknown packet type, flags or tag, or an ACK with a msg_id")                          \
     X(JOB_KEY, "job key of another job")                                                           \
     X(LENGTH, "payload length disagrees with datagram length")                                     \
     X(SENDER, "unknown sender module")                                                             \
@@ -136,7 +139,7 @@ _Static_assert(sizeof(struct usnic_sack) == 8, "usnic_sack is 8 bytes on the wir
     X(ACK_RANGE, "ACK for a sequence number never sent")                                           \
     X(DUPLICATE, "duplicate sequence number")                                                      \
     X(WINDOW, "sequence number beyond the receive window")                                         \
-    X(REASSEMBLY, "reassembly resources exhausted")                                                \
+    X(REASSEMBLY, "fragment ahead of the reassembly table, or no buffer for it")                   \
     X(INJECTED, "dropped by fault injection")
 
 enum usnic_drop_reason {

@@ -1,13 +1,15 @@
-/* Reassembly of chunked fragments (see btl_usnic_reasm.h). */
+/* The receive side's fragment table (see btl_usnic_reasm.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "btl_usnic_reasm.h"
+#include "btl_usnic_seq.h"
 
 int usnic_reasm_table_init(struct usnic_reasm_table *t, uint32_t nslots,
-                           const struct usnic_reasm_alloc *alloc)
+                           const struct usnic_reasm_alloc *alloc, uint32_t first_msg_id)
 {
     t->nslots = nslots ? nslots : 1;
+    t->next = first_msg_id;
     t->alloc = alloc;
     t->chunk = 0;
     t->slots = calloc(t->nslots, sizeof(*t->slots));
@@ -20,7 +22,7 @@ void usnic_reasm_table_fini(struct usnic_reasm_table *t)
         return;
     }
     for (uint32_t i = 0; i < t->nslots; i++) {
-        if (t->slots[i].active) {
+        if (USNIC_REASM_FREE != t->slots[i].state) {
             usnic_reasm_release(t, &t->slots[i]);
         }
     }
@@ -34,31 +36,58 @@ static inline struct usnic_reasm *slot_of(const struct usnic_reasm_table *t, uin
 }
 
 enum usnic_drop_reason usnic_reasm_check(const struct usnic_reasm_table *t, uint32_t msg_id,
-                                         uint64_t msg_len, uint8_t tag)
+                                         uint64_t msg_len, uint8_t tag, bool whole)
 {
-    const struct usnic_reasm *r = slot_of(t, msg_id);
+    int32_t ahead = usnic_seq_diff(msg_id, t->next);
+    const struct usnic_reasm *r;
 
-    if (!r->active) {
+    if (ahead < 0) {
+        return USNIC_DROP_CHUNK_RANGE; /* handed over already */
+    }
+    if ((uint32_t) ahead >= t->nslots) {
+        return USNIC_DROP_REASSEMBLY;
+    }
+    r = slot_of(t, msg_id);
+    if (USNIC_REASM_FREE == r->state) {
         return USNIC_PKT_OK;
     }
     if (r->msg_id != msg_id) {
-        return USNIC_DROP_REASSEMBLY;
+        return USNIC_DROP_REASSEMBLY; /* an older one is still being handed over */
     }
-    if (r->msg_len != msg_len || r->tag != tag) {
+    /* this fragment is under way already: only more of its chunks fit */
+    if (whole || USNIC_REASM_PARTIAL != r->state || r->msg_len != msg_len || r->tag != tag) {
         return USNIC_DROP_CHUNK_RANGE;
     }
     return USNIC_PKT_OK;
 }
 
+/* Take a free slot for fragment msg_id with a buffer of len bytes. */
+static struct usnic_reasm *slot_open(struct usnic_reasm_table *t, uint32_t msg_id, uint64_t len,
+                                     uint8_t tag)
+{
+    struct usnic_reasm *r = slot_of(t, msg_id);
+
+    r->buf = t->alloc->get(t->alloc->ctx, len, &r->handle);
+    if (NULL == r->buf) {
+        return NULL;
+    }
+    r->state = USNIC_REASM_PARTIAL;
+    r->msg_id = msg_id;
+    r->msg_len = len;
+    r->tag = tag;
+    r->received = 0;
+    memset(r->got, 0, sizeof(r->got));
+    return r;
+}
+
 enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg_id,
                                        uint64_t msg_len, uint64_t offset, const void *data,
-                                       uint32_t len, uint8_t tag, struct usnic_reasm **done)
+                                       uint32_t len, uint8_t tag)
 {
     struct usnic_reasm *r = slot_of(t, msg_id);
     uint64_t idx = 0;
     bool track = false;
 
-    *done = NULL;
     if (0 != t->chunk) {
         if (0 != offset % t->chunk || len > t->chunk ||
             (len != t->chunk && offset + len != msg_len)) {
@@ -66,21 +95,13 @@ enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg
         }
         idx = offset / t->chunk;
         track = (msg_len + t->chunk - 1) / t->chunk <= USNIC_REASM_MAX_CHUNKS;
-        if (track && r->active && (r->got[idx / 64] & ((uint64_t) 1 << (idx % 64)))) {
+        if (track && USNIC_REASM_FREE != r->state &&
+            (r->got[idx / 64] & ((uint64_t) 1 << (idx % 64)))) {
             return USNIC_DROP_CHUNK_RANGE; /* this piece was written already */
         }
     }
-    if (!r->active) {
-        r->buf = t->alloc->get(t->alloc->ctx, msg_len, &r->handle);
-        if (NULL == r->buf) {
-            return USNIC_DROP_REASSEMBLY;
-        }
-        r->active = true;
-        r->msg_id = msg_id;
-        r->msg_len = msg_len;
-        r->tag = tag;
-        r->received = 0;
-        memset(r->got, 0, sizeof(r->got));
+    if (USNIC_REASM_FREE == r->state && NULL == slot_open(t, msg_id, msg_len, tag)) {
+        return USNIC_DROP_REASSEMBLY;
     }
     if (track) {
         r->got[idx / 64] |= (uint64_t) 1 << (idx % 64);
@@ -88,9 +109,39 @@ enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg
     memcpy(r->buf + offset, data, len);
     r->received += len;
     if (r->received >= r->msg_len) {
-        *done = r;
+        r->state = USNIC_REASM_COMPLETE;
     }
     return USNIC_PKT_OK;
+}
+
+enum usnic_drop_reason usnic_reasm_hold(struct usnic_reasm_table *t, uint32_t msg_id,
+                                        const void *data, uint64_t len, uint8_t tag)
+{
+    /* a zero-length fragment still needs a buffer pointer to hand over */
+    struct usnic_reasm *r = slot_open(t, msg_id, len ? len : 1, tag);
+
+    if (NULL == r) {
+        return USNIC_DROP_REASSEMBLY;
+    }
+    r->msg_len = len;
+    if (len > 0) {
+        memcpy(r->buf, data, len);
+    }
+    r->received = len;
+    r->state = USNIC_REASM_COMPLETE;
+    return USNIC_PKT_OK;
+}
+
+struct usnic_reasm *usnic_reasm_pop(struct usnic_reasm_table *t)
+{
+    struct usnic_reasm *r = slot_of(t, t->next);
+
+    if (USNIC_REASM_COMPLETE != r->state || r->msg_id != t->next) {
+        return NULL;
+    }
+    r->state = USNIC_REASM_DELIVERING;
+    t->next++;
+    return r;
 }
 
 void usnic_reasm_release(struct usnic_reasm_table *t, struct usnic_reasm *r)
@@ -98,5 +149,5 @@ void usnic_reasm_release(struct usnic_reasm_table *t, struct usnic_reasm *r)
     t->alloc->put(t->alloc->ctx, r->buf, r->handle);
     r->buf = NULL;
     r->handle = NULL;
-    r->active = false;
+    r->state = USNIC_REASM_FREE;
 }

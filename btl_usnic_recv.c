@@ -1,11 +1,9 @@
 /*
- * The receive path.  Every arriving datagram is validated completely before
- * anything is touched: header (usnic_pkt_parse), sender (a known peer
- * module), piggy-backed ACK (a sequence number we really sent), sequence
- * number (in the receive window, not seen before), then by type: PML tag
- * registered, chunk consistent with the fragment under reassembly, PUT range
- * inside a live registration.  A packet that fails is dropped and counted by
- * reason; nothing from the wire is ever asserted.
+ * The receive path: receive buffers, the BTL's side of the receive
+ * dispatch (btl_usnic_rx.h: every arriving datagram is validated
+ * completely before anything is touched, and fragments reach the PML in
+ * the sender's order) and fault injection.  A packet that fails a check is
+ * dropped and counted by reason; nothing from the wire is ever asserted.
  */
 #include <string.h>
 #include <emmintrin.h>
@@ -13,6 +11,7 @@
 #include "btl_usnic.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
+#include "btl_usnic_rx.h"
 #include "btl_usnic_util.h"
 
 /* Post a receive buffer; on failure it goes back to its free list. */
@@ -73,17 +72,31 @@ static void copy_stream(uint8_t *dst, const uint8_t *src, size_t len)
     memcpy(dst, src, len);
 }
 
-static inline void drop(usnic_module_t *module, enum usnic_drop_reason why)
+/* ---- the transport's side of the receive dispatch (btl_usnic_rx.h) ---- */
+
+static bool rx_lookup(void *t, uint32_t src_module, struct usnic_rx_conn *c)
 {
-    module->stats.drops[why]++;
-    if (USNIC_DROP_DUPLICATE != why && USNIC_DROP_INJECTED != why) {
-        module->stats.bad_pkts++;
+    mca_btl_base_endpoint_t *ep = usnic_endpoint_for_sender(t, src_module);
+
+    if (OPAL_UNLIKELY(NULL == ep || ep->dead)) {
+        return false;
     }
+    c->rel = &ep->rel;
+    c->reasm = &ep->reasm;
+    c->ep = ep;
+    return true;
 }
 
-static void deliver(usnic_module_t *module, mca_btl_base_endpoint_t *ep, uint8_t tag,
-                    const void *data, uint64_t len)
+static bool rx_tag_ok(void *t, uint8_t tag)
 {
+    (void) t;
+    /* the PML's table has MCA_BTL_TAG_MAX (255) entries: tag 255 is past its end */
+    return tag < MCA_BTL_TAG_MAX && NULL != mca_btl_base_active_message_trigger[tag].cbfunc;
+}
+
+static void rx_deliver(void *t, void *ep, uint8_t tag, const void *data, uint64_t len)
+{
+    usnic_module_t *module = t;
     const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
     mca_btl_base_segment_t segment;
     mca_btl_base_descriptor_t desc;
@@ -97,12 +110,11 @@ static void deliver(usnic_module_t *module, mca_btl_base_endpoint_t *ep, uint8_t
     reg->cbfunc(&module->super, tag, &desc, reg->cbdata);
 }
 
-static void accept_seq(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seq_t seq,
-                       uint32_t payload_len)
+static enum usnic_drop_reason rx_put_resolve(void *t, uint64_t key, uint64_t reg_offset,
+                                             uint64_t len, uint8_t **dest)
 {
-    usnic_rel_rx_commit(&ep->rel, seq, module->now_us);
-    module->stats.rx_bytes += payload_len;
-    usnic_ack_schedule(module, ep);
+    (void) t;
+    return usnic_reg_resolve(&mca_btl_usnic_component.regs, key, reg_offset, len, dest);
 }
 
 /* Should this large PUT's target be written through the cache?  Yes if it
@@ -131,126 +143,79 @@ static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool 
     return false;
 }
 
+static void rx_put_write(void *t, void *ep, uint8_t *dest, const struct usnic_pkt_view *v)
+{
+    usnic_module_t *module = t;
+    (void) ep;
+
+    if (v->chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min &&
+        !put_target_reused(module, dest - v->chunk->offset, 0 == v->chunk->offset)) {
+        copy_stream(dest, v->payload, v->payload_len);
+    } else {
+        memcpy(dest, v->payload, v->payload_len);
+    }
+}
+
+static void rx_acked(void *t, void *ep, int released)
+{
+    (void) released;
+    ((mca_btl_base_endpoint_t *) ep)->last_progress_us = ((usnic_module_t *) t)->now_us;
+}
+
+static void rx_accepted(void *t, void *ep, uint32_t payload_len)
+{
+    usnic_module_t *module = t;
+
+    module->stats.rx_bytes += payload_len;
+    usnic_ack_schedule(module, ep);
+}
+
+static void rx_ack_schedule(void *t, void *ep)
+{
+    usnic_ack_schedule(t, ep);
+}
+
+static void rx_drop(void *t, void *ep, enum usnic_drop_reason why)
+{
+    usnic_module_t *module = t;
+    (void) ep;
+
+    module->stats.drops[why]++;
+    if (USNIC_DROP_DUPLICATE == why) {
+        module->stats.dup_rx++;
+    } else if (USNIC_DROP_INJECTED != why) {
+        module->stats.bad_pkts++;
+    }
+}
+
+static void rx_ack_rx(void *t, void *ep)
+{
+    (void) ep;
+    ((usnic_module_t *) t)->stats.acks_rx++;
+}
+
+static const struct usnic_rx_ops btl_rx_ops = {
+    .lookup = rx_lookup,
+    .tag_ok = rx_tag_ok,
+    .deliver = rx_deliver,
+    .put_resolve = rx_put_resolve,
+    .put_write = rx_put_write,
+    .acked = rx_acked,
+    .accepted = rx_accepted,
+    .ack_schedule = rx_ack_schedule,
+    .drop = rx_drop,
+    .ack_rx = rx_ack_rx,
+};
+
 static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t len)
 {
-    struct usnic_pkt_view v;
-    const struct usnic_pkt_hdr *hdr;
-    mca_btl_base_endpoint_t *ep;
-    enum usnic_drop_reason why;
-    uint8_t *dest;
+    const struct usnic_rx_params p = {
+        .job_key = mca_btl_usnic_component.job_key,
+        .max_msg_len = module->max_msg_len,
+        .now = module->now_us,
+    };
 
-    why = usnic_pkt_parse(buf, len, mca_btl_usnic_component.job_key, module->max_msg_len, &v);
-    if (OPAL_UNLIKELY(USNIC_PKT_OK != why)) {
-        drop(module, why);
-        return;
-    }
-    hdr = v.hdr;
-    ep = usnic_endpoint_for_sender(module, hdr->src_module);
-    if (OPAL_UNLIKELY(NULL == ep || ep->dead)) {
-        drop(module, USNIC_DROP_SENDER);
-        return;
-    }
-
-    if (hdr->flags & USNIC_PKT_FLAG_ACK) {
-        int released = usnic_rel_tx_ack(&ep->rel, hdr->ack_seq, USNIC_PKT_ACK == hdr->type);
-        if (OPAL_UNLIKELY(released < 0)) {
-            drop(module, USNIC_DROP_ACK_RANGE);
-            return;
-        }
-        if (NULL != v.sack) {
-            released += usnic_rel_tx_sack(&ep->rel, hdr->ack_seq, v.sack->bits);
-        }
-        if (released > 0) {
-            ep->last_progress_us = module->now_us;
-        }
-        if (USNIC_PKT_ACK == hdr->type) {
-            module->stats.acks_rx++;
-            return;
-        }
-    }
-    if (hdr->flags & USNIC_PKT_FLAG_ACK_REQ) {
-        ep->rel.rx.ack_now = true;
-        usnic_ack_schedule(module, ep);
-    }
-
-    switch (usnic_rel_rx_check(&ep->rel, hdr->seq)) {
-    case USNIC_RX_NEW:
-        break;
-    case USNIC_RX_DUP:
-        usnic_rel_rx_duplicate(&ep->rel);
-        usnic_ack_schedule(module, ep);
-        module->stats.dup_rx++;
-        drop(module, USNIC_DROP_DUPLICATE);
-        return;
-    case USNIC_RX_BEYOND:
-        ep->rel.stats.rx_beyond++;
-        drop(module, USNIC_DROP_WINDOW);
-        return;
-    }
-
-    switch (hdr->type) {
-    case USNIC_PKT_FRAG:
-        if (OPAL_UNLIKELY(NULL == mca_btl_base_active_message_trigger[hdr->tag].cbfunc)) {
-            drop(module, USNIC_DROP_TYPE);
-            return;
-        }
-        accept_seq(module, ep, hdr->seq, v.payload_len);
-        deliver(module, ep, hdr->tag, v.payload, v.payload_len);
-        return;
-
-    case USNIC_PKT_CHUNK: {
-        struct usnic_reasm *done = NULL;
-        if (OPAL_UNLIKELY(NULL == mca_btl_base_active_message_trigger[hdr->tag].cbfunc)) {
-            drop(module, USNIC_DROP_TYPE);
-            return;
-        }
-        why = usnic_reasm_check(&ep->reasm, v.chunk->msg_id, v.chunk->msg_len, hdr->tag);
-        if (USNIC_PKT_OK == why) {
-            why = usnic_reasm_add(&ep->reasm, v.chunk->msg_id, v.chunk->msg_len, v.chunk->offset,
-                                  v.payload, v.payload_len, hdr->tag, &done);
-        }
-        if (OPAL_UNLIKELY(USNIC_PKT_OK != why)) {
-            drop(module, why);
-            return;
-        }
-        accept_seq(module, ep, hdr->seq, v.payload_len);
-        if (NULL != done) {
-            deliver(module, ep, done->tag, done->buf, done->msg_len);
-            usnic_reasm_release(&ep->reasm, done);
-        }
-        return;
-    }
-
-    case USNIC_PKT_PUT:
-        why = usnic_reg_resolve(&mca_btl_usnic_component.regs, v.put->reg_key, v.put->reg_offset,
-                                v.chunk->msg_len, &dest);
-        if (OPAL_UNLIKELY(USNIC_PKT_OK != why)) {
-            drop(module, why);
-            return;
-        }
-        if (v.chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min &&
-            !put_target_reused(module, dest, 0 == v.chunk->offset)) {
-            copy_stream(dest + v.chunk->offset, v.payload, v.payload_len);
-        } else {
-            memcpy(dest + v.chunk->offset, v.payload, v.payload_len);
-        }
-        accept_seq(module, ep, hdr->seq, v.payload_len);
-        if (v.chunk->offset + v.payload_len == v.chunk->msg_len) {
-            /* the PUT's last chunk: its initiator sends ob1's FIN only
-             * once every chunk is acknowledged, and no data of ours can
-             * carry the ACK before that FIN arrives: acknowledge now
-             * (measured: 1 MiB ping-pong 209 -> 188 us, 512 KiB 139 ->
-             * 103 us).  Not for chunked send fragments: there the reply
-             * usually carries the ACK, and an explicit one cost 64 KiB
-             * ping-pongs 17 -> 22 us. */
-            ep->rel.rx.ack_now = true;
-        }
-        return;
-
-    default:
-        drop(module, USNIC_DROP_TYPE);
-        return;
-    }
+    (void) usnic_rx_dispatch(&btl_rx_ops, module, buf, len, &p);
 }
 
 /* Fault injection: decide what happens to an arriving packet. */

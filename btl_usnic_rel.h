@@ -25,9 +25,10 @@
  * Receiver rules
  *   - rx.expected is the lowest sequence number not yet received; all
  *     before it arrived.  Packets in [expected, expected+win_size-1] that
- *     were not seen yet are accepted (and delivered at once: the PML
- *     reorders), anything before expected is a duplicate (and means our ACK
- *     was lost: ACK at once), anything beyond the window is dropped.
+ *     were not seen yet are accepted (their fragments then reach the PML
+ *     in the sender's order: btl_usnic_reasm.h), anything before expected
+ *     is a duplicate (and means our ACK was lost: ACK at once), anything
+ *     beyond the window is dropped.
  *   - An accepted packet makes an ACK owed; the transport sends it
  *     piggy-backed on data, or explicitly once the ACK delay has passed.
  *     A packet that arrives out of order (a gap before it) makes the ACK

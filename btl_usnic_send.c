@@ -129,7 +129,8 @@ int usnic_send_small(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_
     if (!can_send(module, ep, cid)) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    usnic_pkt_hdr_init(module, (struct usnic_pkt_hdr *) seg->buf, USNIC_PKT_FRAG, frag->tag, len);
+    usnic_pkt_hdr_init(module, (struct usnic_pkt_hdr *) seg->buf, USNIC_PKT_FRAG, frag->tag, len,
+                       frag->msg_id);
     seg->hdr_len = (uint32_t) USNIC_HDR_LEN_FRAG + len;
     seg->payload_len = len;
     transmit_new(module, ep, seg, cid);
@@ -187,10 +188,9 @@ int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
             return OPAL_ERR_RESOURCE_BUSY;
         }
         hdr = (struct usnic_pkt_hdr *) seg->buf;
-        usnic_pkt_hdr_init(module, hdr, put ? USNIC_PKT_PUT : USNIC_PKT_CHUNK, frag->tag, n);
+        usnic_pkt_hdr_init(module, hdr, put ? USNIC_PKT_PUT : USNIC_PKT_CHUNK, frag->tag, n,
+                           frag->msg_id);
         ch = (struct usnic_chunk_hdr *) (seg->buf + sizeof(*hdr));
-        ch->msg_id = frag->msg_id;
-        ch->reserved = 0;
         ch->msg_len = frag->total_len;
         ch->offset = frag->next_off;
         if (put) {
@@ -349,6 +349,8 @@ int usnic_send_inline(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
     if (!can_send(module, ep, cid)) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
+    /* a fragment numbered now goes out now: numbers stay in send order */
+    ((struct usnic_pkt_hdr *) seg->buf)->msg_id = ep->next_msg_id++;
     seg->hdr_len = (uint32_t) USNIC_HDR_LEN_FRAG + payload_len;
     seg->payload_len = payload_len;
     transmit_new(module, ep, seg, cid);
@@ -373,7 +375,7 @@ int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
     }
     hdr = (struct usnic_pkt_hdr *) seg->buf;
     sack = usnic_rel_rx_sack_bits(&ep->rel);
-    usnic_pkt_hdr_init(module, hdr, USNIC_PKT_ACK, 0, 0 != sack ? sizeof(struct usnic_sack) : 0);
+    usnic_pkt_hdr_init(module, hdr, USNIC_PKT_ACK, 0, 0 != sack ? sizeof(struct usnic_sack) : 0, 0);
     (void) fill_ack(ep, hdr);
     seg->hdr_len = (uint32_t) USNIC_HDR_LEN_ACK;
     if (0 != sack) {

@@ -8,7 +8,8 @@
 
 /* Fill the common header of a packet this module sends (no ACK, seq 0). */
 static inline void usnic_pkt_hdr_init(const usnic_module_t *module, struct usnic_pkt_hdr *hdr,
-                                      uint8_t type, uint8_t tag, uint32_t payload_len)
+                                      uint8_t type, uint8_t tag, uint32_t payload_len,
+                                      uint32_t msg_id)
 {
     hdr->version = USNIC_PROTO_VERSION;
     hdr->type = type;
@@ -19,7 +20,7 @@ static inline void usnic_pkt_hdr_init(const usnic_module_t *module, struct usnic
     hdr->seq = 0;
     hdr->ack_seq = 0;
     hdr->payload_len = payload_len;
-    hdr->reserved = 0;
+    hdr->msg_id = msg_id;
 }
 
 /* Send a SMALL fragment now: OPAL_SUCCESS, or OPAL_ERR_RESOURCE_BUSY (window, credits). */

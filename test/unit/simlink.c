@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "simlink.h"
+#include "btl_usnic_rx.h"
 
 #define SEG_OF(p) ((struct sim_seg *) (void *) ((char *) (p) -offsetof(struct sim_seg, rel)))
 
@@ -494,6 +495,7 @@ int sim_init(struct sim *s, const struct sim_cfg *c)
         ep->module_id = c->module_id[i];
         ep->tx_isn = c->isn[i];
         ep->next_wire_id = c->first_msg_id[i];
+        ep->next_put_id = ~c->first_msg_id[i]; /* PUT numbers: any other sequence */
         ep->known[0].module = c->module_id[1 - i];
         ep->known[0].ep = 1 - i;
         ep->nknown = 1;
@@ -510,7 +512,7 @@ int sim_init(struct sim *s, const struct sim_cfg *c)
         if (0 != usnic_reasm_table_init(&ep->reasm,
                                         (c->reasm_slots > c->tx_win[1 - i]) ? c->reasm_slots
                                                                             : c->tx_win[1 - i],
-                                        &ep->alloc)) {
+                                        &ep->alloc, c->first_msg_id[1 - i])) {
             return -1;
         }
         usnic_reg_table_init(&ep->reg);
@@ -606,9 +608,7 @@ uint32_t sim_send(struct sim *s, int from, uint64_t len, uint8_t tag)
     m->tag = tag;
     m->len = len;
     m->hash = msg_hash(m->key, len);
-    if (len > s->cfg.max_payload) {
-        m->wire_id = s->ep[from].next_wire_id++;
-    }
+    m->wire_id = s->ep[from].next_wire_id++;
     return m->id;
 }
 
@@ -624,7 +624,7 @@ uint32_t sim_put(struct sim *s, int from, uint64_t reg_key, uint64_t reg_offset,
     m->reg_key = reg_key;
     m->reg_offset = reg_offset;
     m->hash = msg_hash(m->key, len);
-    m->wire_id = s->ep[from].next_wire_id++;
+    m->wire_id = s->ep[from].next_put_id++;
     return m->id;
 }
 
@@ -664,8 +664,8 @@ static struct sim_seg *next_segment(struct sim *s, struct sim_ep *ep)
     payload = xcalloc(1, plen ? plen : 1);
     sim_msg_fill(m->key, off, payload, plen);
     sim_hdr_init(&h, type, 0, m->tag, ep->module_id, s->cfg.job_key, 0, 0);
+    h.msg_id = m->wire_id;
     memset(&ch, 0, sizeof(ch));
-    ch.msg_id = m->wire_id;
     ch.msg_len = m->len;
     ch.offset = off;
     memset(&put, 0, sizeof(put));
@@ -814,11 +814,6 @@ static void pump(struct sim *s, struct sim_ep *ep)
 
 /* ---------------------------------------------------------------- receiver */
 
-static void drop(struct sim_ep *ep, enum usnic_drop_reason r)
-{
-    ep->drops[((unsigned) r < USNIC_DROP__COUNT) ? r : 0]++;
-}
-
 static struct sim_ep *lookup_sender(struct sim *s, struct sim_ep *ep, uint32_t module)
 {
     for (unsigned i = 0; i < ep->nknown; i++) {
@@ -854,9 +849,43 @@ static void log_delivery(struct sim_ep *ep, struct sim_msg *m)
     ep->st.delivered_bytes += m->len;
 }
 
-static void deliver(struct sim_ep *ep, struct sim_msg *m, uint8_t tag, const uint8_t *data,
-                    uint64_t len)
+/* ---- the simulation's side of the receive dispatch (btl_usnic_rx.h) ---- */
+
+static bool sim_rx_lookup(void *t, uint32_t module, struct usnic_rx_conn *c)
 {
+    struct sim_ep *ep = t;
+    struct sim_ep *peer = lookup_sender(ep->sim, ep, module);
+
+    if (NULL == peer) {
+        return false;
+    }
+    c->rel = &ep->rel;
+    c->reasm = &ep->reasm;
+    c->ep = peer;
+    return true;
+}
+
+static bool sim_rx_tag_ok(void *t, uint8_t tag)
+{
+    (void) t;
+    (void) tag;
+    return true; /* the simulated PML takes every tag */
+}
+
+/* A fragment reached the PML: it must be the peer's next SEND, whole. */
+static void sim_rx_deliver(void *t, void *from, uint8_t tag, const void *data, uint64_t len)
+{
+    struct sim_ep *ep = t, *peer = from;
+    struct sim_msg *m;
+
+    while (ep->rx_next < peer->nmsgs && SIM_MSG_SEND != peer->msgs[ep->rx_next].kind) {
+        ep->rx_next++;
+    }
+    if (ep->rx_next >= peer->nmsgs) {
+        ep->st.unexpected++;
+        return;
+    }
+    m = &peer->msgs[ep->rx_next++];
     m->rx_hash = sim_fnv(SIM_FNV_INIT, data, (size_t) len);
     if (tag != m->tag || len != m->len || sim_msg_mismatch(m->key, 0, data, (size_t) len) >= 0 ||
         m->rx_hash != m->hash) {
@@ -865,139 +894,98 @@ static void deliver(struct sim_ep *ep, struct sim_msg *m, uint8_t tag, const uin
     log_delivery(ep, m);
 }
 
-/* The chunk is a piece of message m as the sender cut it. */
-static bool chunk_matches(const struct sim_msg *m, const struct usnic_pkt_view *v)
+static enum usnic_drop_reason sim_rx_put_resolve(void *t, uint64_t key, uint64_t reg_offset,
+                                                 uint64_t len, uint8_t **dest)
 {
-    return NULL != m && SIM_MSG_SEND == m->kind && m->wire_id == v->chunk->msg_id &&
-           m->len == v->chunk->msg_len && m->tag == v->hdr->tag;
+    return usnic_reg_resolve(&((struct sim_ep *) t)->reg, key, reg_offset, len, dest);
 }
+
+static void sim_rx_put_write(void *t, void *from, uint8_t *dest, const struct usnic_pkt_view *v)
+{
+    struct sim_ep *ep = t;
+    struct sim_msg *m = oracle_msg(from, v->hdr->seq);
+
+    memcpy(dest, v->payload, v->payload_len);
+    if (NULL == m || SIM_MSG_PUT != m->kind || m->wire_id != v->hdr->msg_id ||
+        m->len != v->chunk->msg_len || m->reg_key != v->put->reg_key ||
+        m->reg_offset != v->put->reg_offset) {
+        ep->st.unexpected++;
+        return;
+    }
+    m->put_bytes += v->payload_len;
+    if (m->put_bytes == m->len) {
+        /* the whole PUT landed: check the target bytes */
+        const uint8_t *base = dest - v->chunk->offset;
+        m->rx_hash = sim_fnv(SIM_FNV_INIT, base, (size_t) m->len);
+        if (sim_msg_mismatch(m->key, 0, base, (size_t) m->len) >= 0 || m->rx_hash != m->hash) {
+            m->corrupt++;
+        }
+        log_delivery(ep, m);
+    } else if (m->put_bytes > m->len) {
+        m->corrupt++;
+    }
+}
+
+static void sim_rx_acked(void *t, void *from, int released)
+{
+    (void) t;
+    (void) from;
+    (void) released;
+}
+
+static void sim_rx_accepted(void *t, void *from, uint32_t payload_len)
+{
+    (void) from;
+    (void) payload_len;
+    ((struct sim_ep *) t)->st.rx_accepted++;
+}
+
+static void sim_rx_ack_schedule(void *t, void *from)
+{
+    (void) t;
+    (void) from; /* pump() sends what usnic_rel_ack_due() says */
+}
+
+static void sim_rx_drop(void *t, void *from, enum usnic_drop_reason r)
+{
+    (void) from;
+    ((struct sim_ep *) t)->drops[((unsigned) r < USNIC_DROP__COUNT) ? r : 0]++;
+}
+
+static void sim_rx_ack_rx(void *t, void *from)
+{
+    (void) from;
+    ((struct sim_ep *) t)->st.rx_acks++;
+}
+
+static const struct usnic_rx_ops sim_rx_ops = {
+    .lookup = sim_rx_lookup,
+    .tag_ok = sim_rx_tag_ok,
+    .deliver = sim_rx_deliver,
+    .put_resolve = sim_rx_put_resolve,
+    .put_write = sim_rx_put_write,
+    .acked = sim_rx_acked,
+    .accepted = sim_rx_accepted,
+    .ack_schedule = sim_rx_ack_schedule,
+    .drop = sim_rx_drop,
+    .ack_rx = sim_rx_ack_rx,
+};
 
 static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size_t len)
 {
+    const struct usnic_rx_params p = {
+        .job_key = s->cfg.job_key,
+        .max_msg_len = s->cfg.max_msg_len,
+        .now = s->now,
+    };
     struct usnic_pkt_view v;
-    enum usnic_drop_reason r;
-    struct sim_ep *peer;
-    struct sim_msg *m;
-    usnic_seq_t seq;
 
     ep->st.rx_pkts++;
-    r = usnic_pkt_parse(buf, len, s->cfg.job_key, s->cfg.max_msg_len, &v);
-    if (USNIC_PKT_OK != r) {
-        drop(ep, r);
-        return;
-    }
-    peer = lookup_sender(s, ep, v.hdr->src_module);
-    if (NULL == peer) {
-        drop(ep, USNIC_DROP_SENDER);
-        return;
-    }
-    if (v.hdr->flags & USNIC_PKT_FLAG_ACK) {
-        if (usnic_rel_tx_ack(&ep->rel, v.hdr->ack_seq, USNIC_PKT_ACK == v.hdr->type) < 0) {
-            drop(ep, USNIC_DROP_ACK_RANGE);
-            return;
-        }
-        if (NULL != v.sack) {
-            (void) usnic_rel_tx_sack(&ep->rel, v.hdr->ack_seq, v.sack->bits);
-        }
-    }
-    if (USNIC_PKT_ACK == v.hdr->type) {
-        ep->st.rx_acks++;
-        return;
-    }
-    if (v.hdr->flags & USNIC_PKT_FLAG_ACK_REQ) {
-        /* the sender is blocked: ACK without delay (as the BTL does) */
-        ep->rel.rx.ack_now = true;
+    if (USNIC_PKT_OK == usnic_pkt_parse(buf, len, s->cfg.job_key, s->cfg.max_msg_len, &v) &&
+        (v.hdr->flags & USNIC_PKT_FLAG_ACK_REQ)) {
         ep->st.rx_ack_reqs++;
     }
-
-    seq = v.hdr->seq;
-    switch (usnic_rel_rx_check(&ep->rel, seq)) {
-    case USNIC_RX_NEW:
-        break;
-    case USNIC_RX_DUP:
-        usnic_rel_rx_duplicate(&ep->rel);
-        drop(ep, USNIC_DROP_DUPLICATE);
-        return;
-    case USNIC_RX_BEYOND:
-    default:
-        ep->rel.stats.rx_beyond++; /* the core leaves this counter to the transport */
-        drop(ep, USNIC_DROP_WINDOW);
-        return;
-    }
-
-    m = oracle_msg(peer, seq);
-    switch (v.hdr->type) {
-    case USNIC_PKT_FRAG:
-        if (NULL == m || SIM_MSG_SEND != m->kind) {
-            ep->st.unexpected++;
-        } else {
-            deliver(ep, m, v.hdr->tag, v.payload, v.payload_len);
-        }
-        break;
-
-    case USNIC_PKT_CHUNK: {
-        struct usnic_reasm *done = NULL;
-        r = usnic_reasm_check(&ep->reasm, v.chunk->msg_id, v.chunk->msg_len, v.hdr->tag);
-        if (USNIC_PKT_OK != r) {
-            drop(ep, r);
-            return;
-        }
-        r = usnic_reasm_add(&ep->reasm, v.chunk->msg_id, v.chunk->msg_len, v.chunk->offset,
-                            v.payload, v.payload_len, v.hdr->tag, &done);
-        if (USNIC_PKT_OK != r) {
-            drop(ep, r);
-            return;
-        }
-        if (!chunk_matches(m, &v)) {
-            ep->st.unexpected++;
-        }
-        if (done) {
-            if (NULL != m && SIM_MSG_SEND == m->kind && m->wire_id == done->msg_id) {
-                deliver(ep, m, done->tag, done->buf, done->msg_len);
-            } else {
-                ep->st.unexpected++;
-            }
-            usnic_reasm_release(&ep->reasm, done);
-        }
-        break;
-    }
-
-    case USNIC_PKT_PUT: {
-        uint8_t *dest = NULL;
-        r = usnic_reg_resolve(&ep->reg, v.put->reg_key, v.put->reg_offset, v.chunk->msg_len, &dest);
-        if (USNIC_PKT_OK != r) {
-            drop(ep, r);
-            return;
-        }
-        memcpy(dest + v.chunk->offset, v.payload, v.payload_len);
-        if (NULL == m || SIM_MSG_PUT != m->kind || m->wire_id != v.chunk->msg_id ||
-            m->len != v.chunk->msg_len || m->reg_key != v.put->reg_key ||
-            m->reg_offset != v.put->reg_offset) {
-            ep->st.unexpected++;
-        } else {
-            m->put_bytes += v.payload_len;
-            if (m->put_bytes == m->len) {
-                /* the whole PUT landed: check the target bytes */
-                m->rx_hash = sim_fnv(SIM_FNV_INIT, dest, (size_t) m->len);
-                if (sim_msg_mismatch(m->key, 0, dest, (size_t) m->len) >= 0 ||
-                    m->rx_hash != m->hash) {
-                    m->corrupt++;
-                }
-                log_delivery(ep, m);
-            } else if (m->put_bytes > m->len) {
-                m->corrupt++;
-            }
-        }
-        break;
-    }
-
-    default:
-        sim_error(s, "parse accepted type %u", v.hdr->type);
-        return;
-    }
-
-    usnic_rel_rx_commit(&ep->rel, seq, s->now);
-    ep->st.rx_accepted++;
+    (void) usnic_rx_dispatch(&sim_rx_ops, ep, buf, len, &p);
 }
 
 void sim_deliver_now(struct sim *s, int to, const void *buf, size_t len)

@@ -18,8 +18,11 @@
  *
  * Message bytes are a function of (direction, message id) so the receiver can
  * check every delivered byte; the sender also keeps a hash of each message.
- * A delivered FRAG is matched to its message through the sender's record of
- * which message each sequence number carried (an oracle only the test uses;
+ * The receiving endpoint runs the BTL's own receive dispatch
+ * (btl_usnic_rx.h), so fragments must reach it in the order they were
+ * sent: each delivery is checked against the peer's next SEND message.  A
+ * PUT chunk is matched to its PUT through the sender's record of which
+ * message each sequence number carried (an oracle only the test uses;
  * nothing of it is on the wire).
  */
 #ifndef USNIC_SIMLINK_H
@@ -109,7 +112,7 @@ struct sim_cfg {
     uint32_t tx_win[2], rx_win[2];
     uint32_t fast_retrans_dups;
     uint32_t isn[2];          /* initial sequence number of A->B and of B->A */
-    uint32_t first_msg_id[2]; /* first chunk msg_id each endpoint uses */
+    uint32_t first_msg_id[2]; /* first fragment msg_id each endpoint uses */
     uint32_t reasm_slots;     /* raised to the peer's send window, as the BTL does */
     uint32_t max_payload;     /* payload bytes per datagram */
     uint64_t max_msg_len;     /* usnic_pkt_parse() limit */
@@ -126,7 +129,7 @@ struct sim_msg {
     uint8_t tag;
     uint64_t len;
     uint64_t key;     /* sim_msg_key() */
-    uint32_t wire_id; /* chunk msg_id (CHUNK, PUT) */
+    uint32_t wire_id; /* msg_id on the wire: fragment number (SEND) or PUT number */
     uint64_t reg_key, reg_offset;
     uint64_t hash; /* FNV of the bytes */
     /* what the receiver saw */
@@ -200,9 +203,11 @@ struct sim_ep {
     /* messages this endpoint sends */
     struct sim_msg *msgs;
     uint32_t nmsgs, msgs_cap;
-    uint32_t next_msg; /* first message not completely segmented */
-    uint64_t next_off; /* next byte of it */
-    uint32_t next_wire_id;
+    uint32_t next_msg;     /* first message not completely segmented */
+    uint64_t next_off;     /* next byte of it */
+    uint32_t next_wire_id; /* msg_id of the next SEND */
+    uint32_t next_put_id;  /* msg_id of the next PUT */
+    uint32_t rx_next;      /* index in the PEER's messages: the next SEND we expect */
     /* oracle: seq_msg[seq - tx_isn] = message carried by that segment */
     uint32_t *seq_msg;
     uint64_t nsegs, seq_cap;

@@ -30,11 +30,10 @@ static size_t mk(uint64_t *buf, unsigned type, unsigned flags, const struct usni
     return sim_pkt_build(buf, BUFW * 8, &h, ch, put, payload, plen);
 }
 
-static struct usnic_chunk_hdr chunk_hdr(uint32_t msg_id, uint64_t msg_len, uint64_t offset)
+static struct usnic_chunk_hdr chunk_hdr(uint64_t msg_len, uint64_t offset)
 {
     struct usnic_chunk_hdr c;
     memset(&c, 0, sizeof(c));
-    c.msg_id = msg_id;
     c.msg_len = msg_len;
     c.offset = offset;
     return c;
@@ -90,7 +89,7 @@ static void test_parse_valid(void)
     uint64_t buf[BUFW];
     uint8_t pay[1400];
     struct usnic_pkt_view v;
-    struct usnic_chunk_hdr ch = chunk_hdr(5, 10000, 1400);
+    struct usnic_chunk_hdr ch = chunk_hdr(10000, 1400);
     struct usnic_put_hdr ph = put_hdr(0x100000003ull, 64);
     enum usnic_drop_reason r;
     size_t len;
@@ -135,8 +134,8 @@ static void test_parse_valid(void)
     len = mk(buf, USNIC_PKT_CHUNK, USNIC_PKT_FLAG_ACK, &ch, NULL, pay, 1400);
     r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
     check(r == USNIC_PKT_OK && v.chunk == CH(buf) && !v.put && v.payload_len == 1400 &&
-              v.payload == (uint8_t *) buf + USNIC_HDR_LEN_CHUNK && v.chunk->msg_id == 5 &&
-              v.chunk->msg_len == 10000 && v.chunk->offset == 1400,
+              v.payload == (uint8_t *) buf + USNIC_HDR_LEN_CHUNK && v.chunk->msg_len == 10000 &&
+              v.chunk->offset == 1400,
           "parse/valid_chunk", "r=%s", usnic_drop_reason_name(r));
 
     len = mk(buf, USNIC_PKT_PUT, USNIC_PKT_FLAG_ACK, &ch, &ph, pay, 100);
@@ -201,16 +200,14 @@ static void test_parse_malformed(void)
     len = mk(buf, USNIC_PKT_ACK, 0xFF, NULL, NULL, NULL, 0);
     expect_reason("malformed/flag_0xff_on_ack", buf, len, MAXMSG, USNIC_DROP_TYPE);
 
-    /* reserved fields must be zero */
+    /* an ACK numbers no fragment: its msg_id must be zero */
+    len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
+    H(buf)->msg_id = 1;
+    expect_reason("malformed/ack_with_msg_id", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    /* any msg_id is well formed in a data packet (the fragment table judges it) */
     len = mk(buf, USNIC_PKT_FRAG, USNIC_PKT_FLAG_ACK, NULL, NULL, pay, 8);
-    H(buf)->reserved = 1;
-    expect_reason("malformed/header_reserved_not_zero", buf, len, MAXMSG, USNIC_DROP_TYPE);
-    {
-        struct usnic_chunk_hdr cr = chunk_hdr(1, 100, 0);
-        cr.reserved = 0x80000000u;
-        len = mk(buf, USNIC_PKT_CHUNK, USNIC_PKT_FLAG_ACK, &cr, NULL, pay, 8);
-        expect_reason("malformed/chunk_reserved_not_zero", buf, len, MAXMSG, USNIC_DROP_TYPE);
-    }
+    H(buf)->msg_id = 0xFFFFFFFFu;
+    expect_reason("parse/frag_any_msg_id", buf, len, MAXMSG, USNIC_PKT_OK);
 
     /* ACK without the ACK flag */
     len = mk(buf, USNIC_PKT_ACK, 0, NULL, NULL, NULL, 0);
@@ -221,7 +218,7 @@ static void test_parse_malformed(void)
     /* selective ACKs: ACK packets only, exactly one bitmap */
     {
         struct usnic_sack sk = {1};
-        struct usnic_chunk_hdr c1 = chunk_hdr(1, 100, 0);
+        struct usnic_chunk_hdr c1 = chunk_hdr(100, 0);
         len = mk(buf, USNIC_PKT_FRAG, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, pay, 8);
         expect_reason("malformed/sack_flag_on_frag", buf, len, MAXMSG, USNIC_DROP_TYPE);
         len = mk(buf, USNIC_PKT_CHUNK, USNIC_PKT_FLAG_SACK, &c1, NULL, pay, 8);
@@ -262,7 +259,7 @@ static void test_parse_malformed(void)
     H(buf)->payload_len = (uint32_t) len; /* counting the header too */
     expect_reason("malformed/payload_len_counts_header", buf, len, MAXMSG, USNIC_DROP_LENGTH);
 
-    ch = chunk_hdr(1, 100, 0);
+    ch = chunk_hdr(100, 0);
     len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, pay, 50);
     expect_reason("malformed/chunk_shorter_than_chunk_header", buf, 40, MAXMSG, USNIC_DROP_LENGTH);
     len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 50);
@@ -279,7 +276,7 @@ static void test_parse_malformed(void)
     expect_reason("malformed/ack_with_trailing_bytes", buf, len + 4, MAXMSG, USNIC_DROP_LENGTH);
 
     /* chunk bounds */
-    ch = chunk_hdr(1, 1000, 901);
+    ch = chunk_hdr(1000, 901);
     len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, pay, 100);
     expect_reason("malformed/chunk_end_past_msg_len_by_1", buf, len, MAXMSG,
                   USNIC_DROP_CHUNK_RANGE);
@@ -299,12 +296,12 @@ static void test_parse_malformed(void)
     expect_reason("malformed/chunk_ending_at_2^64-1_ok", buf, len, UINT64_MAX, USNIC_PKT_OK);
 
     /* msg_len 0 and over the limit */
-    ch = chunk_hdr(1, 0, 0);
+    ch = chunk_hdr(0, 0);
     len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, pay, 10);
     expect_reason("malformed/chunk_msg_len_0", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
     len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 10);
     expect_reason("malformed/put_msg_len_0", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
-    ch = chunk_hdr(1, MAXMSG + 1, 0);
+    ch = chunk_hdr(MAXMSG + 1, 0);
     len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, pay, 10);
     expect_reason("malformed/chunk_msg_len_over_max", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
     CH(buf)->msg_len = UINT64_MAX;
@@ -312,20 +309,20 @@ static void test_parse_malformed(void)
     CH(buf)->msg_len = MAXMSG;
     expect_reason("malformed/chunk_msg_len_at_max_ok", buf, len, MAXMSG, USNIC_PKT_OK);
     /* documented: a PUT's length is bounded by its registration, not max_msg_len */
-    ch = chunk_hdr(1, MAXMSG + 1, 0);
+    ch = chunk_hdr(MAXMSG + 1, 0);
     len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 10);
     expect_reason("parse/put_msg_len_over_max_left_to_registration", buf, len, MAXMSG,
                   USNIC_PKT_OK);
 
     /* zero-length chunk payload */
-    ch = chunk_hdr(1, 100, 0);
+    ch = chunk_hdr(100, 0);
     len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, NULL, 0);
     expect_reason("malformed/chunk_empty_payload", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
     len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, NULL, 0);
     expect_reason("malformed/put_empty_payload", buf, len, MAXMSG, USNIC_DROP_CHUNK_RANGE);
 
     /* PUT reg_offset + msg_len overflowing */
-    ch = chunk_hdr(1, 1000, 0);
+    ch = chunk_hdr(1000, 0);
     ph = put_hdr(7, UINT64_MAX - 1000 + 1); /* reg_offset + msg_len == 2^64 */
     len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 100);
     expect_reason("malformed/put_reg_offset_plus_len_is_2^64", buf, len, MAXMSG,
@@ -396,68 +393,105 @@ struct rmsg {
     uint64_t len;
     uint8_t tag;
     uint64_t key;
+    bool whole;         /* sent as one FRAG, not chunks */
     uint64_t remaining; /* bytes not yet fed */
-    int done;           /* completions seen */
-    int early;          /* completed before its last chunk */
-    int bad;            /* wrong bytes / length / tag on completion */
+    int done;           /* deliveries seen */
+    int early;          /* delivered before its last chunk was fed */
+    int bad;            /* wrong bytes / length / tag on delivery */
 };
 
+/* The fragment table's delivery loop, as usnic_rx_drain() runs it: every
+ * delivery must be the next message in msg_id order. */
+static int drain(struct usnic_reasm_table *t, struct rmsg *m, uint32_t *next_idx, char *why,
+                 size_t whylen, int problems)
+{
+    struct usnic_reasm *r;
+
+    while (NULL != (r = usnic_reasm_pop(t))) {
+        struct rmsg *mm = &m[*next_idx];
+        if (0 == mm->len || r->msg_id != mm->msg_id) {
+            if (!problems++) {
+                snprintf(why, whylen, "delivered msg_id %u, expected %u (out of order)", r->msg_id,
+                         mm->msg_id);
+            }
+        } else {
+            mm->done++;
+            mm->early += (0 != mm->remaining);
+            if (r->msg_len != mm->len || r->tag != mm->tag ||
+                sim_msg_mismatch(mm->key, 0, r->buf, (size_t) mm->len) >= 0) {
+                mm->bad++;
+            }
+            (*next_idx)++;
+        }
+        usnic_reasm_release(t, r);
+    }
+    return problems;
+}
+
 /*
- * Feed the pieces, in the given order, as real CHUNK datagrams through
- * usnic_pkt_parse(), usnic_reasm_check() and usnic_reasm_add().  Returns the
- * number of problems; the first is described in why.
+ * Feed the pieces, in the given order, as real datagrams (CHUNK, or FRAG
+ * for a message marked whole) through usnic_pkt_parse() and the fragment
+ * table as usnic_rx_dispatch() uses it.  Messages must come out whole, once
+ * each, in msg_id order (m[] is in msg_id order, ended by len 0).  Returns
+ * the number of problems; the first is described in why.
  */
 static int feed(struct usnic_reasm_table *t, struct rmsg *m, const struct piece *pc,
                 const uint32_t *order, size_t n, char *why, size_t whylen)
 {
     static uint64_t buf[BUFW];
     uint8_t data[2000];
+    uint32_t next_idx = 0;
     int problems = 0;
 
     for (size_t k = 0; k < n; k++) {
         const struct piece *p = &pc[order[k]];
         struct rmsg *mm = &m[p->msg];
-        struct usnic_chunk_hdr ch = chunk_hdr(mm->msg_id, mm->len, p->off);
+        struct usnic_chunk_hdr ch = chunk_hdr(mm->len, p->off);
         struct usnic_pkt_hdr h;
         struct usnic_pkt_view v;
-        struct usnic_reasm *done = NULL;
         enum usnic_drop_reason r;
         size_t len;
 
         sim_msg_fill(mm->key, p->off, data, p->len);
-        sim_hdr_init(&h, USNIC_PKT_CHUNK, USNIC_PKT_FLAG_ACK, mm->tag, SRC, JOB, (uint32_t) k, 0);
-        len = sim_pkt_build(buf, sizeof(buf), &h, &ch, NULL, data, p->len);
+        sim_hdr_init(&h, mm->whole ? USNIC_PKT_FRAG : USNIC_PKT_CHUNK, USNIC_PKT_FLAG_ACK, mm->tag,
+                     SRC, JOB, (uint32_t) k, 0);
+        h.msg_id = mm->msg_id;
+        len = sim_pkt_build(buf, sizeof(buf), &h, mm->whole ? NULL : &ch, NULL, data, p->len);
         r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
         if (USNIC_PKT_OK == r) {
-            r = usnic_reasm_check(t, v.chunk->msg_id, v.chunk->msg_len, v.hdr->tag);
+            r = usnic_reasm_check(t, v.hdr->msg_id, mm->whole ? v.payload_len : v.chunk->msg_len,
+                                  v.hdr->tag, mm->whole);
+        }
+        if (USNIC_PKT_OK == r && mm->whole && usnic_reasm_is_next(t, v.hdr->msg_id)) {
+            /* straight from the packet */
+            usnic_reasm_skip(t);
+            mm->remaining = 0;
+            mm->done++;
+            if (&m[next_idx] != mm || sim_msg_mismatch(mm->key, 0, v.payload, mm->len) >= 0) {
+                mm->bad++;
+            }
+            next_idx++;
+            problems = drain(t, m, &next_idx, why, whylen, problems);
+            continue;
         }
         if (USNIC_PKT_OK == r) {
-            r = usnic_reasm_add(t, v.chunk->msg_id, v.chunk->msg_len, v.chunk->offset, v.payload,
-                                v.payload_len, v.hdr->tag, &done);
+            r = mm->whole ? usnic_reasm_hold(t, v.hdr->msg_id, v.payload, v.payload_len, v.hdr->tag)
+                          : usnic_reasm_add(t, v.hdr->msg_id, v.chunk->msg_len, v.chunk->offset,
+                                            v.payload, v.payload_len, v.hdr->tag);
         }
         if (USNIC_PKT_OK != r) {
             if (!problems++) {
-                snprintf(why, whylen, "msg_id %u chunk @%" PRIu64 " refused: %s", mm->msg_id,
+                snprintf(why, whylen, "msg_id %u piece @%" PRIu64 " refused: %s", mm->msg_id,
                          p->off, usnic_drop_reason_name(r));
             }
             continue;
         }
         mm->remaining -= p->len;
-        if (done) {
-            mm->done++;
-            if (mm->remaining) {
-                mm->early++;
-            }
-            if (done->msg_id != mm->msg_id || done->msg_len != mm->len || done->tag != mm->tag ||
-                sim_msg_mismatch(mm->key, 0, done->buf, (size_t) mm->len) >= 0) {
-                mm->bad++;
-            }
-            usnic_reasm_release(t, done);
-        }
+        problems = drain(t, m, &next_idx, why, whylen, problems);
     }
     for (uint32_t i = 0; m[i].len; i++) {
         if ((m[i].done != 1 || m[i].early || m[i].bad) && !problems++) {
-            snprintf(why, whylen, "msg_id %u: completed %d times, early %d, bad %d", m[i].msg_id,
+            snprintf(why, whylen, "msg_id %u: delivered %d times, early %d, bad %d", m[i].msg_id,
                      m[i].done, m[i].early, m[i].bad);
         }
     }
@@ -481,15 +515,16 @@ static void test_reasm_orders(void)
     struct usnic_reasm_alloc alloc = {t_get, t_put, &a};
     static struct piece pc[4096];
     static uint32_t order[4096];
-    struct rmsg m[8];
+    struct rmsg m[9];
     struct sim_rng rng;
     char why[200] = "";
+    uint32_t id = 0xFFFFFFF0u; /* numbers wrap during the test */
     int problems;
     size_t n;
 
     check_seed = 0xA55E;
     sim_rng_seed(&rng, check_seed);
-    usnic_reasm_table_init(&t, 8, &alloc);
+    usnic_reasm_table_init(&t, 8, &alloc, id);
 
     /* one message: forward, reverse */
     static const uint64_t lens[] = {1401, 2800, 2801, 10000, 200 * 1024};
@@ -497,7 +532,7 @@ static void test_reasm_orders(void)
         problems = 0;
         for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
             memset(m, 0, sizeof(m));
-            rmsg_init(&m[0], 3, lens[li], 17);
+            rmsg_init(&m[0], id++, lens[li], 17);
             n = cut(pc, 0, lens[li], 1400, NULL);
             for (size_t k = 0; k < n; k++) {
                 order[k] = (uint32_t) (dir ? n - 1 - k : k);
@@ -512,7 +547,7 @@ static void test_reasm_orders(void)
     for (int it = 0; it < 60; it++) {
         uint64_t len = sim_rng_range(&rng, 2, 64 * 1024);
         memset(m, 0, sizeof(m));
-        rmsg_init(&m[0], (uint32_t) sim_rng_next(&rng), len, (uint8_t) it);
+        rmsg_init(&m[0], id++, len, (uint8_t) it);
         n = cut(pc, 0, len, 1400, (it & 1) ? &rng : NULL);
         for (size_t k = 0; k < n; k++) {
             order[k] = (uint32_t) k;
@@ -522,17 +557,26 @@ static void test_reasm_orders(void)
     }
     check(0 == problems, "reasm/random_permutations", "%d problems, first: %s", problems, why);
 
-    /* several messages interleaved, every slot in use */
+    /* up to 8 messages (a table's worth), chunked and whole, pieces of all of
+     * them shuffled together: they come out in number order */
     problems = 0;
-    for (int it = 0; it < 30; it++) {
+    for (int it = 0; it < 200; it++) {
         size_t total = 0;
-        uint32_t base =
-            (uint32_t) sim_rng_next(&rng) & ~7u; /* 8 consecutive ids: 8 distinct slots */
+        uint32_t nm = 1 + (uint32_t) sim_rng_below(&rng, 8);
         memset(m, 0, sizeof(m));
-        for (uint32_t i = 0; i < 7; i++) {
-            uint64_t len = sim_rng_range(&rng, 1, 30000);
-            rmsg_init(&m[i], base + i, len, (uint8_t) (i * 3));
-            total += cut(pc + total, i, len, 1400, (i & 1) ? &rng : NULL);
+        for (uint32_t i = 0; i < nm; i++) {
+            bool whole = sim_rng_below(&rng, 3) == 0;
+            uint64_t len = whole ? sim_rng_range(&rng, 0, 1400) : sim_rng_range(&rng, 1, 30000);
+            rmsg_init(&m[i], id++, len ? len : 1, (uint8_t) (i * 3));
+            m[i].whole = whole;
+            if (whole) {
+                pc[total].msg = i;
+                pc[total].off = 0;
+                pc[total].len = (uint32_t) m[i].len;
+                total++;
+            } else {
+                total += cut(pc + total, i, len, 1400, (i & 1) ? &rng : NULL);
+            }
         }
         for (size_t k = 0; k < total; k++) {
             order[k] = (uint32_t) k;
@@ -540,7 +584,8 @@ static void test_reasm_orders(void)
         sim_rng_shuffle32(&rng, order, total);
         problems += feed(&t, m, pc, order, total, why, sizeof(why));
     }
-    check(0 == problems, "reasm/interleaved_messages", "%d problems, first: %s", problems, why);
+    check(0 == problems, "reasm/interleaved_messages_in_order", "%d problems, first: %s", problems,
+          why);
     check(a.gets == a.puts && a.gets > 0, "reasm/buffers_balanced", "gets=%d puts=%d", a.gets,
           a.puts);
     usnic_reasm_table_fini(&t);
@@ -559,24 +604,25 @@ static void test_reasm_chunk_positions(void)
 
     check_seed = 0;
     memset(data, 7, sizeof(data));
-    usnic_reasm_table_init(&t, 4, &alloc);
+    usnic_reasm_table_init(&t, 4, &alloc, 1);
     t.chunk = 1000;
     /* a 2500-byte fragment: chunks at 0, 1000 (1000 bytes) and 2000 (500) */
-    r = usnic_reasm_add(&t, 1, 2500, 500, data, 1000, 9, &done);
+    r = usnic_reasm_add(&t, 1, 2500, 500, data, 1000, 9);
     check(USNIC_DROP_CHUNK_RANGE == r && 0 == a.gets, "reasm/chunk_misaligned_rejected",
           "r=%d gets=%d", r, a.gets);
-    r = usnic_reasm_add(&t, 1, 2500, 1000, data, 600, 9, &done);
+    r = usnic_reasm_add(&t, 1, 2500, 1000, data, 600, 9);
     check(USNIC_DROP_CHUNK_RANGE == r, "reasm/chunk_short_not_tail_rejected", "r=%d", r);
-    r = usnic_reasm_add(&t, 1, 2500, 0, data, 1000, 9, &done);
-    check(USNIC_PKT_OK == r && NULL == done, "reasm/chunk_first_taken", "r=%d", r);
-    r = usnic_reasm_add(&t, 1, 2500, 0, data, 1000, 9, &done);
-    check(USNIC_DROP_CHUNK_RANGE == r && NULL == done, "reasm/chunk_repeat_rejected",
-          "r=%d done=%p", r, (void *) done);
-    r = usnic_reasm_add(&t, 1, 2500, 1000, data, 1000, 9, &done);
-    check(USNIC_PKT_OK == r && NULL == done, "reasm/chunk_second_taken", "r=%d", r);
-    r = usnic_reasm_add(&t, 1, 2500, 2000, data, 500, 9, &done);
-    check(USNIC_PKT_OK == r && NULL != done && 2500 == done->received, "reasm/chunk_tail_completes",
-          "r=%d done=%p", r, (void *) done);
+    r = usnic_reasm_add(&t, 1, 2500, 0, data, 1000, 9);
+    check(USNIC_PKT_OK == r && NULL == usnic_reasm_pop(&t), "reasm/chunk_first_taken", "r=%d", r);
+    r = usnic_reasm_add(&t, 1, 2500, 0, data, 1000, 9);
+    check(USNIC_DROP_CHUNK_RANGE == r && NULL == usnic_reasm_pop(&t), "reasm/chunk_repeat_rejected",
+          "r=%d", r);
+    r = usnic_reasm_add(&t, 1, 2500, 1000, data, 1000, 9);
+    check(USNIC_PKT_OK == r && NULL == usnic_reasm_pop(&t), "reasm/chunk_second_taken", "r=%d", r);
+    r = usnic_reasm_add(&t, 1, 2500, 2000, data, 500, 9);
+    done = usnic_reasm_pop(&t);
+    check(USNIC_PKT_OK == r && NULL != done && 2500 == done->received && 2 == t.next,
+          "reasm/chunk_tail_completes", "r=%d done=%p", r, (void *) done);
     if (NULL != done) {
         usnic_reasm_release(&t, done);
     }
@@ -596,46 +642,80 @@ static void test_reasm_check(void)
 
     check_seed = 0;
     memset(data, 1, sizeof(data));
-    usnic_reasm_table_init(&t, 4, &alloc);
-    check(USNIC_PKT_OK == usnic_reasm_check(&t, 10, 5000, 7), "reasm/check_free_slot_ok", "not OK");
-    r = usnic_reasm_add(&t, 10, 5000, 0, data, 1400, 7, &done); /* slot 2 */
-    ok = USNIC_PKT_OK == r && NULL == done;
-    check(ok && USNIC_PKT_OK == usnic_reasm_check(&t, 10, 5000, 7), "reasm/check_same_fragment_ok",
-          "r=%s", usnic_drop_reason_name(r));
-    check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 5001, 7) &&
-              USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 4999, 7) &&
-              USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, UINT64_MAX, 7),
+    usnic_reasm_table_init(&t, 4, &alloc, 10); /* fragments 10..13 may arrive */
+    check(USNIC_PKT_OK == usnic_reasm_check(&t, 10, 5000, 7, false) &&
+              USNIC_PKT_OK == usnic_reasm_check(&t, 13, 5000, 7, false) &&
+              USNIC_PKT_OK == usnic_reasm_check(&t, 13, 50, 7, true),
+          "reasm/check_free_slot_ok", "not OK");
+    check(USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 14, 5000, 7, false) &&
+              USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 14, 50, 7, true) &&
+              USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 10 + 0x7FFFFFFFu, 50, 7, true),
+          "reasm/check_beyond_table_is_reassembly", "accepted");
+    check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 9, 5000, 7, false) &&
+              USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 9, 50, 7, true) &&
+              USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10 + 0x80000000u, 50, 7, true),
+          "reasm/check_before_next_is_chunk_range", "accepted");
+    r = usnic_reasm_add(&t, 10, 5000, 0, data, 1400, 7); /* slot 2 */
+    ok = USNIC_PKT_OK == r && NULL == usnic_reasm_pop(&t);
+    check(ok && USNIC_PKT_OK == usnic_reasm_check(&t, 10, 5000, 7, false),
+          "reasm/check_same_fragment_ok", "r=%s", usnic_drop_reason_name(r));
+    check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 5001, 7, false) &&
+              USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 4999, 7, false) &&
+              USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, UINT64_MAX, 7, false),
           "reasm/check_other_msg_len_is_chunk_range", "different msg_len accepted");
-    check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 5000, 8),
+    check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 5000, 8, false),
           "reasm/check_other_tag_is_chunk_range", "different tag accepted");
-    check(USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 14, 5000, 7) &&
-              USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 10 + 4 * 1000, 100, 1),
-          "reasm/check_other_msg_id_in_slot_is_reassembly", "slot sharing accepted");
-    check(USNIC_PKT_OK == usnic_reasm_check(&t, 11, 100, 1), "reasm/check_other_slot_ok",
-          "refused");
+    check(USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10, 5000, 7, true),
+          "reasm/check_whole_on_partial_is_chunk_range", "a FRAG with a chunked one's number");
 
-    /* finish 10, then 14 may have the slot */
-    usnic_reasm_add(&t, 10, 5000, 1400, data, 1400, 7, &done);
-    usnic_reasm_add(&t, 10, 5000, 2800, data, 1400, 7, &done);
-    ok = NULL == done;
-    usnic_reasm_add(&t, 10, 5000, 4200, data, 800, 7, &done);
-    ok = ok && NULL != done && done->msg_len == 5000 && done->received == 5000;
+    /* 11 and 12 arrive whole before 10 is complete: held, then all three in order */
+    r = usnic_reasm_hold(&t, 12, data, 100, 3);
+    ok = USNIC_PKT_OK == r && USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 12, 100, 3, true);
+    r = usnic_reasm_hold(&t, 11, data, 0, 3);
+    ok = ok && USNIC_PKT_OK == r && !usnic_reasm_is_next(&t, 11) && NULL == usnic_reasm_pop(&t);
+    check(ok, "reasm/whole_fragments_wait_for_their_turn", "r=%s", usnic_drop_reason_name(r));
+    usnic_reasm_add(&t, 10, 5000, 1400, data, 1400, 7);
+    usnic_reasm_add(&t, 10, 5000, 2800, data, 1400, 7);
+    ok = NULL == usnic_reasm_pop(&t);
+    usnic_reasm_add(&t, 10, 5000, 4200, data, 800, 7);
+    done = usnic_reasm_pop(&t);
+    ok = ok && NULL != done && done->msg_id == 10 && done->msg_len == 5000 &&
+         done->received == 5000 && 11 == t.next;
+    /* while 10 is being handed over, its slot is busy for 14 */
+    ok = ok && USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 14, 5000, 7, false);
     if (done) {
         usnic_reasm_release(&t, done);
     }
-    check(ok && USNIC_PKT_OK == usnic_reasm_check(&t, 14, 5000, 7), "reasm/slot_free_after_release",
-          "completion or release wrong");
+    done = usnic_reasm_pop(&t);
+    ok = ok && NULL != done && 11 == done->msg_id && 0 == done->msg_len;
+    if (done) {
+        usnic_reasm_release(&t, done);
+    }
+    done = usnic_reasm_pop(&t);
+    ok = ok && NULL != done && 12 == done->msg_id && 100 == done->msg_len && 3 == done->tag;
+    if (done) {
+        usnic_reasm_release(&t, done);
+    }
+    check(ok && NULL == usnic_reasm_pop(&t) && 13 == t.next &&
+              USNIC_PKT_OK == usnic_reasm_check(&t, 14, 5000, 7, false) &&
+              USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 12, 100, 3, true),
+          "reasm/delivered_in_number_order", "order or release wrong");
 
     /* no buffer: REASSEMBLY, nothing half-set-up left behind */
     a.fail = 1;
-    r = usnic_reasm_add(&t, 21, 3000, 0, data, 1400, 2, &done);
-    ok = USNIC_DROP_REASSEMBLY == r && NULL == done && !t.slots[1].active &&
-         USNIC_PKT_OK == usnic_reasm_check(&t, 25, 10, 1);
-    r = usnic_reasm_add(&t, 21, 3000, 0, data, 1400, 2, &done);
-    check(ok && USNIC_PKT_OK == r && t.slots[1].active && t.slots[1].msg_id == 21,
+    r = usnic_reasm_add(&t, 13, 3000, 0, data, 1400, 2);
+    ok = USNIC_DROP_REASSEMBLY == r && USNIC_REASM_FREE == t.slots[1].state &&
+         USNIC_PKT_OK == usnic_reasm_check(&t, 13, 10, 1, true);
+    a.fail = 1;
+    r = usnic_reasm_hold(&t, 14, data, 10, 2);
+    ok = ok && USNIC_DROP_REASSEMBLY == r && USNIC_REASM_FREE == t.slots[2].state;
+    r = usnic_reasm_add(&t, 13, 3000, 0, data, 1400, 2);
+    check(ok && USNIC_PKT_OK == r && USNIC_REASM_PARTIAL == t.slots[1].state &&
+              t.slots[1].msg_id == 13,
           "reasm/alloc_failure_is_reassembly_and_retryable", "r=%s", usnic_drop_reason_name(r));
 
-    /* fini returns the buffer of a reassembly still under way */
+    /* fini returns the buffers of fragments under way or waiting */
+    usnic_reasm_hold(&t, 15, data, 10, 2);
     usnic_reasm_table_fini(&t);
     check(a.gets == a.puts, "reasm/fini_releases_active", "gets=%d puts=%d", a.gets, a.puts);
 }
@@ -792,7 +872,7 @@ static void test_unknown_sender(void)
     uint64_t buf[BUFW];
     uint8_t pay[100] = {0};
     struct usnic_pkt_hdr h;
-    struct usnic_chunk_hdr ch = chunk_hdr(0, 5000, 0);
+    struct usnic_chunk_hdr ch = chunk_hdr(5000, 0);
     char why[256] = "";
     usnic_seq_t exp;
     uint64_t released;
@@ -868,7 +948,7 @@ static void bad_put(struct sim *s, const char *name, uint64_t key, uint64_t reg_
     uint64_t buf[BUFW];
     uint8_t pay[200];
     struct usnic_pkt_hdr h;
-    struct usnic_chunk_hdr ch = chunk_hdr(77, msg_len, off);
+    struct usnic_chunk_hdr ch = chunk_hdr(msg_len, off);
     struct usnic_put_hdr ph = put_hdr(key, reg_off);
     usnic_seq_t exp = s->ep[1].rel.rx.expected;
     uint64_t drops = s->ep[1].drops[USNIC_DROP_PUT_RANGE];
@@ -971,7 +1051,7 @@ static void test_dump(void)
     uint64_t buf[BUFW];
     char out[1024], full[1024];
     struct usnic_pkt_hdr h;
-    struct usnic_chunk_hdr ch = chunk_hdr(77, 123456789012ull, 1400);
+    struct usnic_chunk_hdr ch = chunk_hdr(123456789012ull, 1400);
     struct usnic_put_hdr ph = put_hdr(0xFEDCBA9876543210ull, 98765);
     uint8_t pay[5] = {1, 2, 3, 4, 5};
     size_t len, n;
@@ -980,24 +1060,27 @@ static void test_dump(void)
 
     check_seed = 0;
     sim_hdr_init(&h, USNIC_PKT_PUT, 0x03, 0xAB, 0x12345678u, JOB, 4000000000u, 3999999999u);
+    h.msg_id = 77;
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, &ph, pay, sizeof(pay));
     n = usnic_pkt_dump(buf, len, full, sizeof(full));
     {
-        static const char *const want[] = {"version=1",
-                                           "type=PUT",
-                                           "flags=0x03",
-                                           "tag=171",
-                                           "src_module=305419896",
-                                           "job_key=0x0123456789abcdef",
-                                           " seq=4000000000",
-                                           "ack_seq=3999999999",
-                                           "payload_len=5",
-                                           "msg_id=77",
-                                           "msg_len=123456789012",
-                                           " offset=1400",
-                                           "reg_key=0xfedcba9876543210",
-                                           "reg_offset=98765"};
+        char version[32];
+        const char *want[] = {version,
+                              "type=PUT",
+                              "flags=0x03",
+                              "tag=171",
+                              "src_module=305419896",
+                              "job_key=0x0123456789abcdef",
+                              " seq=4000000000",
+                              "ack_seq=3999999999",
+                              "payload_len=5",
+                              "msg_id=77",
+                              "msg_len=123456789012",
+                              " offset=1400",
+                              "reg_key=0xfedcba9876543210",
+                              "reg_offset=98765"};
         const char *missing = NULL;
+        snprintf(version, sizeof(version), "version=%d", USNIC_PROTO_VERSION);
         for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
             if (!has(full, want[i])) {
                 missing = want[i];
@@ -1009,6 +1092,7 @@ static void test_dump(void)
     }
 
     sim_hdr_init(&h, USNIC_PKT_CHUNK, 0x01, 3, 9, JOB, 5, 4);
+    h.msg_id = 77;
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, NULL, pay, sizeof(pay));
     n = usnic_pkt_dump(buf, len, out, sizeof(out));
     check(has(out, "type=CHUNK") && has(out, "msg_id=77") && has(out, "msg_len=123456789012") &&
@@ -1020,11 +1104,12 @@ static void test_dump(void)
     sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 3, 9, JOB, 5, 4);
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, pay, sizeof(pay));
     usnic_pkt_dump(buf, len, out, sizeof(out));
-    ok = has(out, "type=FRAG") && has(out, "payload_len=5") && !has(out, "msg_id");
+    ok = has(out, "type=FRAG") && has(out, "payload_len=5") && has(out, "msg_id=0") &&
+         !has(out, "msg_len");
     sim_hdr_init(&h, USNIC_PKT_ACK, 1, 0, 9, JOB, 0, 4);
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
     usnic_pkt_dump(buf, len, out, sizeof(out));
-    ok = ok && has(out, "type=ACK") && has(out, "ack_seq=4") && !has(out, "msg_id");
+    ok = ok && has(out, "type=ACK") && has(out, "ack_seq=4") && !has(out, "msg_len");
     H(buf)->type = 9;
     usnic_pkt_dump(buf, len, out, sizeof(out));
     ok = ok && has(out, "type=UNKNOWN") && has(out, "(9)");
@@ -1049,6 +1134,7 @@ static void test_dump(void)
 
     /* truncated datagrams (exact-size copies): never reads past len */
     sim_hdr_init(&h, USNIC_PKT_PUT, 0x03, 0xAB, 0x12345678u, JOB, 4000000000u, 3999999999u);
+    h.msg_id = 77;
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, &ph, pay, sizeof(pay));
     bad = 0;
     for (size_t l = 0; l <= len; l++) {
@@ -1060,9 +1146,9 @@ static void test_dump(void)
         if (l < 32) {
             ok = ok && has(out, "short");
         } else if (l < USNIC_HDR_LEN_CHUNK) {
-            ok = ok && has(out, "src_module=") && !has(out, "msg_id");
+            ok = ok && has(out, "msg_id=77") && !has(out, "msg_len");
         } else if (l < USNIC_HDR_LEN_PUT) {
-            ok = ok && has(out, "msg_id=77") && !has(out, "reg_key");
+            ok = ok && has(out, "msg_len=123456789012") && !has(out, "reg_key");
         } else {
             ok = ok && has(out, "reg_offset=98765");
         }
@@ -1152,8 +1238,9 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
     memcpy(&h, b, sizeof(h));
     hl = hdr_len_of(h.type);
     if (h.version != USNIC_PROTO_VERSION || 0 == hl ||
-        (h.flags & ~(unsigned) USNIC_PKT_FLAGS_KNOWN) || 0 != h.reserved || h.job_key != JOB ||
-        len < hl || (uint64_t) h.payload_len + hl != len) {
+        (h.flags & ~(unsigned) USNIC_PKT_FLAGS_KNOWN) ||
+        (USNIC_PKT_ACK == h.type && 0 != h.msg_id) || h.job_key != JOB || len < hl ||
+        (uint64_t) h.payload_len + hl != len) {
         return false;
     }
     /* a selective-ACK bitmap, only on ACK packets, is their whole payload */
@@ -1168,9 +1255,8 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
         return true;
     }
     memcpy(&c, b + 32, sizeof(c));
-    if (0 != c.reserved || 0 == c.msg_len || 0 == h.payload_len ||
-        (USNIC_PKT_CHUNK == h.type && c.msg_len > max) || c.offset > c.msg_len ||
-        h.payload_len > c.msg_len - c.offset) {
+    if (0 == c.msg_len || 0 == h.payload_len || (USNIC_PKT_CHUNK == h.type && c.msg_len > max) ||
+        c.offset > c.msg_len || h.payload_len > c.msg_len - c.offset) {
         return false;
     }
     if (USNIC_PKT_PUT == h.type) {
@@ -1235,8 +1321,10 @@ static size_t random_valid(struct sim_rng *r, uint8_t *b, uint64_t max)
     if (msg_len < plen) {
         msg_len = plen;
     }
+    if (USNIC_PKT_ACK != type) {
+        h.msg_id = (uint32_t) sim_rng_next(r);
+    }
     memset(&c, 0, sizeof(c));
-    c.msg_id = (uint32_t) sim_rng_next(r);
     c.msg_len = msg_len;
     c.offset = sim_rng_range(r, 0, msg_len - plen);
     p.reg_key = sim_rng_next(r);
@@ -1249,8 +1337,8 @@ static void mutate(struct sim_rng *r, uint8_t *b, size_t *len)
 {
     static const struct {
         size_t off, size;
-    } fields[] = {{0, 1},  {1, 1},  {2, 1},  {3, 1},  {4, 4},  {8, 8},  {16, 4}, {20, 4},
-                  {24, 4}, {28, 4}, {32, 4}, {40, 8}, {48, 8}, {56, 8}, {64, 8}};
+    } fields[] = {{0, 1},  {1, 1},  {2, 1},  {3, 1},  {4, 4},  {8, 8},  {16, 4},
+                  {20, 4}, {24, 4}, {28, 4}, {32, 8}, {40, 8}, {48, 8}, {56, 8}};
     int n = 1 + (int) sim_rng_below(r, 3);
 
     for (int i = 0; i < n; i++) {
