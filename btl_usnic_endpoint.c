@@ -166,24 +166,42 @@ static const struct usnic_rel_ops endpoint_rel_ops = {
 
 /* ---- reassembly buffers ---- */
 
-static void *reasm_get(void *ctx, uint64_t len, void **handle)
+static void *reasm_get(void *ctx, uint64_t len, bool urgent, void **handle)
 {
     usnic_module_t *module = ctx;
     opal_free_list_item_t *item;
+    void *buf;
 
+    *handle = NULL;
     if (len > module->max_msg_len) {
         return NULL;
     }
     item = opal_free_list_get(&module->big_bufs);
-    *handle = item;
-    return (NULL == item) ? NULL : item->ptr;
+    if (OPAL_LIKELY(NULL != item)) {
+        *handle = item;
+        return item->ptr;
+    }
+    if (!urgent) {
+        return NULL; /* dropped unacknowledged: the peer sends it again */
+    }
+    /* The pool is held by fragments waiting for their turn, and this is the
+     * one they wait for: never refuse it (btl_usnic_reasm.h). */
+    buf = malloc(len ? len : 1);
+    if (NULL != buf) {
+        module->stats.reasm_overflow++;
+    }
+    return buf;
 }
 
 static void reasm_put(void *ctx, void *buf, void *handle)
 {
     usnic_module_t *module = ctx;
-    (void) buf;
-    opal_free_list_return(&module->big_bufs, handle);
+
+    if (NULL == handle) {
+        free(buf);
+    } else {
+        opal_free_list_return(&module->big_bufs, handle);
+    }
 }
 
 mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc_t *proc,

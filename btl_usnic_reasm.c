@@ -12,6 +12,7 @@ int usnic_reasm_table_init(struct usnic_reasm_table *t, uint32_t nslots,
     t->next = first_msg_id;
     t->alloc = alloc;
     t->chunk = 0;
+    t->waited = 0;
     t->slots = calloc(t->nslots, sizeof(*t->slots));
     return (NULL == t->slots) ? -1 : 0;
 }
@@ -67,7 +68,7 @@ static struct usnic_reasm *slot_open(struct usnic_reasm_table *t, uint32_t msg_i
 {
     struct usnic_reasm *r = slot_of(t, msg_id);
 
-    r->buf = t->alloc->get(t->alloc->ctx, len, &r->handle);
+    r->buf = t->alloc->get(t->alloc->ctx, len, msg_id == t->next, &r->handle);
     if (NULL == r->buf) {
         return NULL;
     }
@@ -110,6 +111,7 @@ enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg
     r->received += len;
     if (r->received >= r->msg_len) {
         r->state = USNIC_REASM_COMPLETE;
+        t->waited += (msg_id != t->next);
     }
     return USNIC_PKT_OK;
 }
@@ -129,6 +131,7 @@ enum usnic_drop_reason usnic_reasm_hold(struct usnic_reasm_table *t, uint32_t ms
     }
     r->received = len;
     r->state = USNIC_REASM_COMPLETE;
+    t->waited++;
     return USNIC_PKT_OK;
 }
 

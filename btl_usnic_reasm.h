@@ -43,8 +43,12 @@
 #include "btl_usnic_proto.h"
 
 struct usnic_reasm_alloc {
-    /* return a buffer of at least len bytes, *handle is passed back to release */
-    void *(*get)(void *ctx, uint64_t len, void **handle);
+    /* Return a buffer of at least len bytes (NULL if none); *handle is
+     * passed back to put.  urgent: the buffer is for fragment `next`, which
+     * every later one waits for; refusing it could stall the connection for
+     * good while waiting fragments hold the pool, so the allocator should
+     * go beyond its pool if it must (at most one such buffer per peer). */
+    void *(*get)(void *ctx, uint64_t len, bool urgent, void **handle);
     void (*put)(void *ctx, void *buf, void *handle);
     void *ctx;
 };
@@ -81,6 +85,7 @@ struct usnic_reasm_table {
      * each may arrive once: overlapping or repeated chunks are rejected, so
      * a fragment is complete only when every byte was written. */
     uint64_t chunk;
+    uint64_t waited; /* fragments complete before their turn (they waited here) */
 };
 
 /* first_msg_id: the number of the peer's first fragment. */

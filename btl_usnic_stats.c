@@ -16,12 +16,14 @@ static void collect(usnic_module_t *module)
     s->fast_retrans = 0;
     s->timeout_retrans = 0;
     s->sack_retrans = 0;
+    s->frags_waited = 0;
     for (item = opal_list_get_first(&module->endpoints);
          item != opal_list_get_end(&module->endpoints); item = opal_list_get_next(item)) {
         const mca_btl_base_endpoint_t *ep = (const mca_btl_base_endpoint_t *) item;
         s->fast_retrans += ep->rel.stats.retrans_fast;
         s->timeout_retrans += ep->rel.stats.retrans_timeout;
         s->sack_retrans += ep->rel.stats.retrans_sack;
+        s->frags_waited += ep->reasm.waited;
     }
 }
 

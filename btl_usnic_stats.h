@@ -30,7 +30,9 @@
     X(inj_reorder, "arriving packets reordered by fault injection")                                \
     X(tx_eagain, "sends the provider refused for lack of resources")                               \
     X(window_full, "times a peer's send window was full")                                          \
-    X(puts, "emulated PUT operations")
+    X(puts, "emulated PUT operations")                                                             \
+    X(frags_waited, "fragments that arrived complete before an earlier one and waited for it")     \
+    X(reasm_overflow, "buffers allocated beyond the pool for the fragment others waited for")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;

@@ -423,13 +423,16 @@ static const struct usnic_rel_ops sim_rel_ops = {
 
 /* ---------------------------------------------------------------- reassembly buffers */
 
-static void *reasm_get(void *ctx, uint64_t len, void **handle)
+static void *reasm_get(void *ctx, uint64_t len, bool urgent, void **handle)
 {
     struct sim_ep *ep = ctx;
     void *p;
 
     *handle = NULL;
-    if (ep->st.reasm_fail_next) {
+    if (urgent) {
+        ep->st.reasm_urgent++;
+    }
+    if (ep->st.reasm_fail_next && !(urgent && ep->st.reasm_never_refuse_urgent)) {
         ep->st.reasm_fail_next--;
         return NULL;
     }

@@ -179,7 +179,9 @@ struct sim_ep_stats {
     int64_t segs_live;
     int64_t reasm_live; /* reassembly buffers handed out and not returned */
     uint64_t reasm_gets;
-    uint32_t reasm_fail_next; /* test hook: fail this many buffer gets */
+    uint32_t reasm_fail_next;       /* test hook: fail this many buffer gets */
+    bool reasm_never_refuse_urgent; /* ... but never one for the fragment next in order */
+    uint64_t reasm_urgent;          /* buffer gets for the fragment next in order */
 };
 
 #define SIM_MAX_KNOWN 4

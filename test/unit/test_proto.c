@@ -339,9 +339,10 @@ struct talloc {
     int gets, puts, fail;
 };
 
-static void *t_get(void *ctx, uint64_t len, void **handle)
+static void *t_get(void *ctx, uint64_t len, bool urgent, void **handle)
 {
     struct talloc *a = ctx;
+    (void) urgent;
     void *p;
     if (a->fail > 0) {
         a->fail--;

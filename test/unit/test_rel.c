@@ -1539,6 +1539,40 @@ static void test_reasm_alloc_failure(void)
 }
 
 /*
+ * The buffer pool is exhausted (every get refused) except for the fragment
+ * next in order, as the BTL's allocator behaves when fragments waiting for
+ * their turn hold the whole pool: early fragments are dropped and resent,
+ * the one the others wait for always gets its buffer, everything arrives.
+ */
+static void test_reasm_next_never_starves(void)
+{
+    struct sim_cfg cfg;
+    struct sim s;
+    char why[512] = "", sum[1024];
+    int rc;
+
+    check_seed = 0x8003;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    cfg.loss = 0.05;
+    cfg.reorder = 0.3;
+    sim_init(&s, &cfg);
+    for (int k = 0; k < 60; k++) {
+        sim_send(&s, SIM_A, (k % 3) ? 9000 + (uint64_t) k : 300, (uint8_t) k);
+    }
+    s.ep[1].st.reasm_fail_next = UINT32_MAX;
+    s.ep[1].st.reasm_never_refuse_urgent = true;
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    sim_summary(&s, sum, sizeof(sum));
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+    check(0 == rc && s.ep[1].drops[USNIC_DROP_REASSEMBLY] > 0 && s.ep[1].st.reasm_urgent > 0 &&
+              0 == s.ep[1].st.reasm_live,
+          "reasm/next_fragment_never_starves", "REASSEMBLY drops %" PRIu64 "; %s %s; %s",
+          s.ep[1].drops[USNIC_DROP_REASSEMBLY], why, s.err, sum);
+    sim_fini(&s);
+}
+
+/*
  * Liveness at the sizing rule of btl_usnic_reasm.h (as many slots as the
  * peer's send window), with msg_ids spread as far as one window allows:
  * fragment msg_id 0 loses both its chunks, single-datagram fragments use
@@ -1636,5 +1670,6 @@ int main(void)
     test_rx_path_bad_ack();
     test_reasm_alloc_failure();
     test_reasm_slot_spacing();
+    test_reasm_next_never_starves();
     return check_summary("test_rel");
 }
