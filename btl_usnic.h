@@ -22,7 +22,6 @@
 
 #include "opal/class/opal_free_list.h"
 #include "opal/class/opal_hash_table.h"
-#include "opal/class/opal_hotel.h"
 #include "opal/class/opal_list.h"
 #include "opal/mca/btl/btl.h"
 #include "opal/mca/btl/base/base.h"
@@ -32,6 +31,7 @@
 
 #include "btl_usnic_proto.h"
 #include "btl_usnic_reg.h"
+#include "btl_usnic_rel.h"
 #include "btl_usnic_stats.h"
 
 BEGIN_C_DECLS
@@ -118,7 +118,7 @@ typedef struct usnic_module {
     uint32_t advertised_mtu; /* the provider's max_msg_size */
     int seg_max;             /* send segments the module may allocate */
 
-    /* free lists (all bounded; the hotel has a room for every send segment) */
+    /* free lists (bounded) */
     opal_free_list_t send_segs; /* data-MTU send buffers */
     opal_free_list_t ack_segs;  /* header-only ACK buffers */
     opal_free_list_t frags;     /* descriptors: handed to the PML, or internal for PUTs */
@@ -131,11 +131,10 @@ typedef struct usnic_module {
     opal_list_t ack_eps;       /* endpoints that owe their peer an ACK */
     opal_list_t resendq;       /* segments waiting to be retransmitted, oldest first */
     opal_list_t done_frags;    /* sent fragments whose PML callback is pending */
-    opal_list_t timer_eps;     /* endpoints waiting for their retransmit timer */
+    opal_list_t timer_eps;     /* endpoints whose retransmit timer may be armed */
 
-    opal_hotel_t hotel;        /* retransmit timers */
-    opal_event_base_t *evbase; /* private event base driving the hotel */
-    uint64_t next_timer_poll;  /* usnic_now_us() when the hotel is next serviced */
+    uint64_t next_timer; /* earliest deadline of an endpoint's timer (0: none); may be early */
+    struct usnic_rel_timing rel_timing; /* timer settings of its connections (us) */
 
     mca_btl_base_module_error_cb_fn_t error_cb;
     usnic_fault_t fault;
@@ -148,13 +147,11 @@ typedef struct usnic_module {
     unsigned put_recent_next;
     uint32_t data_idle;      /* consecutive progress calls without data completions */
     uint64_t now_us;         /* usnic_now_us() at the start of the current progress call */
+    bool in_progress;        /* inside module_progress (now_us is fresh) */
     uint32_t last_sender_id; /* cache of the last sender lookup (module id -> endpoint) */
     struct mca_btl_base_endpoint_t *last_sender;
     bool finalized;
 } usnic_module_t;
-
-/* How long a segment waits for its ACK before the hotel times it. */
-#define USNIC_TIMER_ARM_DELAY_US 100
 
 /* Data-channel polls without a completion before it is polled less often. */
 #define USNIC_DATA_IDLE_POLLS 64
@@ -171,7 +168,10 @@ typedef struct usnic_params {
     int priority_limit;           /* largest PML fragment sent on the priority channel */
     int send_window;              /* segments unacknowledged per peer */
     int recv_window;              /* receive window per peer (>= peer's send window) */
-    int retrans_timeout;          /* usec */
+    int retrans_timeout;          /* usec: until a peer's round trip is measured */
+    int retrans_timeout_min;      /* usec: floor of the measured timeout */
+    int retrans_timeout_max;      /* usec: ceiling, backoff included */
+    int tlp;                      /* tail-loss probes on/off */
     int max_resends_per_iteration;
     int ack_delay;         /* usec */
     int fast_retrans_dups; /* duplicate ACKs that trigger a fast retransmit */

@@ -509,17 +509,12 @@ static int module_init_state(usnic_module_t *module)
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
-    module->evbase = opal_event_base_create();
-    if (NULL == module->evbase) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    OBJ_CONSTRUCT(&module->hotel, opal_hotel_t);
-    /* one room per endpoint is used (its oldest segment); sized generously */
-    rc = opal_hotel_init(&module->hotel, 2 * module->seg_max, module->evbase,
-                         (uint32_t) p->retrans_timeout, 0, usnic_endpoint_timer_expired);
-    if (OPAL_SUCCESS != rc) {
-        return rc;
-    }
+    module->next_timer = 0;
+    module->rel_timing.rto_init = (uint64_t) p->retrans_timeout;
+    module->rel_timing.rto_min = (uint64_t) p->retrans_timeout_min;
+    module->rel_timing.rto_max = (uint64_t) p->retrans_timeout_max;
+    module->rel_timing.ack_delay = (uint64_t) p->ack_delay;
+    module->rel_timing.tlp = (0 != p->tlp);
     module->fault.drop_rate = p->debug_drop_rate;
     module->fault.dup_rate = p->debug_dup_rate;
     module->fault.reorder_rate = p->debug_reorder_rate;
@@ -705,11 +700,6 @@ void usnic_module_teardown(usnic_module_t *module)
     while (NULL != opal_list_remove_first(&module->ack_eps)) {
     }
     module_release_resources(module);
-    OBJ_DESTRUCT(&module->hotel);
-    if (NULL != module->evbase) {
-        opal_event_base_free(module->evbase);
-        module->evbase = NULL;
-    }
     usnic_frag_lists_fini(module);
     free(module->fault.held_buf);
     OBJ_DESTRUCT(&module->done_frags);
@@ -763,24 +753,13 @@ static int poll_channel(usnic_module_t *module, usnic_channel_t *chan)
     return count;
 }
 
-/* Run the retransmit timers: the hotel's private event base, at most every quarter timeout. */
-static void service_timers(usnic_module_t *module, uint64_t now)
-{
-    if (now < module->next_timer_poll) {
-        return;
-    }
-    module->next_timer_poll = now + (uint64_t) mca_btl_usnic_component.params.retrans_timeout / 4;
-    if (!opal_hotel_is_empty(&module->hotel)) {
-        opal_event_loop(module->evbase, OPAL_EVLOOP_NONBLOCK);
-    }
-}
-
 static int module_progress(usnic_module_t *module)
 {
     uint64_t now = usnic_now_us();
     int count;
 
     module->now_us = now;
+    module->in_progress = true;
     count = poll_channel(module, &module->chan[USNIC_CHAN_PRIO]);
     /* Polling a udp-provider channel costs a system call even when nothing
      * arrived.  While the data channel has been idle for a while, poll it
@@ -802,10 +781,11 @@ static int module_progress(usnic_module_t *module)
     usnic_progress_resends(module);
     usnic_progress_sends(module);
     usnic_progress_acks(module, now);
-    if (!opal_list_is_empty(&module->timer_eps)) {
+    if (0 != module->next_timer && now >= module->next_timer) {
         usnic_progress_timers(module, now);
+        usnic_progress_resends(module); /* what the timers decided */
     }
-    service_timers(module, now);
+    module->in_progress = false;
     return count;
 }
 

@@ -17,7 +17,7 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->ack_item, opal_list_item_t);
     OBJ_CONSTRUCT(&ep->timer_item, opal_list_item_t);
     ep->on_timer_list = false;
-    ep->timer_seg = NULL;
+    ep->timer_deadline = 0;
     OBJ_CONSTRUCT(&ep->sendq, opal_list_t);
     ep->on_sendq_list = false;
     ep->on_ack_list = false;
@@ -45,86 +45,77 @@ static inline usnic_seg_t *seg_of(struct usnic_rel_seg *r)
 
 /* ---- reliability core operations ----
  *
- * Retransmit timers.  The core only ever resends the oldest segment still
- * held when a timer expires, so an endpoint needs one running timer: a
- * hotel room for its oldest segment.  The room is taken lazily: a segment
- * handed to the wire only puts the endpoint on module->timer_eps, and the
- * progress engine checks the oldest segment into the hotel once it has
- * waited USNIC_TIMER_ARM_DELAY_US without an ACK.  Most small messages are
- * acknowledged sooner (the reply carries the ACK), so they never touch the
- * hotel.  The effective timeout is that delay plus btl_usnic_retrans_timeout.
+ * Retransmit timers.  The core keeps one timer per connection and tells
+ * its deadline through timer_set; the endpoint then sits on
+ * module->timer_eps, and module->next_timer holds the earliest deadline,
+ * so the progress engine looks at the list only when something is due.
+ * Deadlines are in microseconds of usnic_now_us().
  */
 
-static void want_timer(mca_btl_base_endpoint_t *ep)
-{
-    if (!ep->on_timer_list) {
-        ep->on_timer_list = true;
-        ep->timer_wanted_us = ep->module->now_us;
-        opal_list_append(&ep->module->timer_eps, &ep->timer_item);
-    }
-}
-
-static void op_timer_arm(struct usnic_rel *rel, struct usnic_rel_seg *r)
+static void op_timer_set(struct usnic_rel *rel, uint64_t deadline)
 {
     mca_btl_base_endpoint_t *ep = rel->ctx;
+    usnic_module_t *module = ep->module;
 
-    seg_of(r)->hotel_room = -1;
-    if (NULL == ep->timer_seg) {
-        want_timer(ep);
+    ep->timer_deadline = deadline;
+    if (0 == deadline) {
+        return; /* leaves the list at the next scan */
+    }
+    if (!ep->on_timer_list) {
+        ep->on_timer_list = true;
+        opal_list_append(&module->timer_eps, &ep->timer_item);
+    }
+    if (0 == module->next_timer || deadline < module->next_timer) {
+        module->next_timer = deadline;
     }
 }
 
-/* If seg holds the endpoint's hotel room, give it up (and want one for the next oldest). */
-static void drop_timer(mca_btl_base_endpoint_t *ep, usnic_seg_t *seg)
+/* The endpoint's timer is due: the peer's liveness, then the core's decision. */
+static void endpoint_timer(mca_btl_base_endpoint_t *ep, uint64_t now)
 {
-    if (seg == ep->timer_seg) {
-        opal_hotel_checkout(&ep->module->hotel, seg->hotel_room);
-        seg->hotel_room = -1;
-        ep->timer_seg = NULL;
-        if (0 != usnic_rel_tx_inflight(&ep->rel)) {
-            want_timer(ep);
-        }
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    uint64_t timeouts = ep->rel.stats.retrans_timeout, probes = ep->rel.stats.tlp_probes;
+
+    if (p->peer_timeout > 0 && now - ep->last_progress_us > (uint64_t) p->peer_timeout * 1000000u) {
+        ep->timer_deadline = 0;
+        usnic_endpoint_fail(ep, "no acknowledgement within btl_usnic_peer_timeout");
+        return;
+    }
+    usnic_rel_tx_timer(&ep->rel, now);
+    if (ep->rel.stats.retrans_timeout != timeouts || ep->rel.stats.tlp_probes != probes) {
+        struct usnic_rel_seg *r = usnic_rel_tx_oldest(&ep->rel);
+        USNIC_VERBOSE(30,
+                      "%s: %s to module 0x%x: oldest seq %u, %u in flight, srtt %llu us, "
+                      "next timeout %llu us",
+                      ep->module->ifname,
+                      ep->rel.stats.tlp_probes != probes ? "tail-loss probe" : "retransmit timeout",
+                      ep->remote.module_id, NULL != r ? (unsigned) r->seq : 0u,
+                      (unsigned) usnic_rel_tx_inflight(&ep->rel),
+                      (unsigned long long) ep->rel.tx.srtt,
+                      (unsigned long long) usnic_rel_tx_rto(&ep->rel));
     }
 }
 
-static void op_timer_cancel(struct usnic_rel *rel, struct usnic_rel_seg *r)
-{
-    drop_timer(rel->ctx, seg_of(r));
-}
-
-int usnic_progress_timers(usnic_module_t *module, uint64_t now)
+void usnic_progress_timers(usnic_module_t *module, uint64_t now)
 {
     opal_list_item_t *item, *next;
-    int armed = 0;
 
+    module->next_timer = 0;
     for (item = opal_list_get_first(&module->timer_eps);
          item != opal_list_get_end(&module->timer_eps); item = next) {
         mca_btl_base_endpoint_t *ep = usnic_ep_of_timer_item(item);
-        struct usnic_rel_seg *oldest;
-        usnic_seg_t *seg;
 
         next = opal_list_get_next(item);
-        if (NULL == ep->timer_seg && !ep->dead) {
-            oldest = usnic_rel_tx_oldest(&ep->rel);
-            if (NULL != oldest && (oldest->state & USNIC_REL_SEG_RESEND)) {
-                oldest = NULL; /* its resend arms the timer again */
-            }
-            if (NULL != oldest) {
-                if (now - ep->timer_wanted_us < USNIC_TIMER_ARM_DELAY_US) {
-                    continue; /* not yet: the ACK is probably on its way */
-                }
-                seg = seg_of(oldest);
-                if (OPAL_SUCCESS != opal_hotel_checkin(&module->hotel, seg, &seg->hotel_room)) {
-                    continue; /* no room now: try again next time */
-                }
-                ep->timer_seg = seg;
-                armed++;
-            }
+        if (0 != ep->timer_deadline && !ep->dead && now >= ep->timer_deadline) {
+            endpoint_timer(ep, now); /* may set a new deadline (and next_timer) */
         }
-        opal_list_remove_item(&module->timer_eps, item);
-        ep->on_timer_list = false;
+        if (0 == ep->timer_deadline || ep->dead) {
+            opal_list_remove_item(&module->timer_eps, item);
+            ep->on_timer_list = false;
+        } else if (0 == module->next_timer || ep->timer_deadline < module->next_timer) {
+            module->next_timer = ep->timer_deadline;
+        }
     }
-    return armed;
 }
 
 static void op_resend(struct usnic_rel *rel, struct usnic_rel_seg *r)
@@ -145,7 +136,6 @@ static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *r)
     usnic_seg_t *seg = seg_of(r);
     usnic_frag_t *frag = seg->frag;
 
-    drop_timer(ep, seg); /* normally done by timer_cancel already */
     ep->inflight_bytes -= seg->hdr_len + seg->zc_len;
     if (NULL != frag && USNIC_FRAG_SMALL != frag->kind) {
         seg->frag = NULL;
@@ -157,11 +147,10 @@ static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *r)
 }
 
 static const struct usnic_rel_ops endpoint_rel_ops = {
-    .timer_arm = op_timer_arm,
-    .timer_cancel = op_timer_cancel,
     .resend = op_resend,
     .resend_cancel = op_resend_cancel,
     .acked = op_acked,
+    .timer_set = op_timer_set,
 };
 
 /* ---- reassembly buffers ---- */
@@ -243,7 +232,7 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
 
     if (0 != usnic_rel_init(&ep->rel, &endpoint_rel_ops, ep, (uint32_t) p->send_window,
                             (uint32_t) p->recv_window, module->local_isn, rec->isn,
-                            (uint32_t) p->fast_retrans_dups) ||
+                            (uint32_t) p->fast_retrans_dups, &module->rel_timing) ||
         0 != usnic_reasm_table_init(&ep->reasm,
                                     ((uint32_t) p->reasm_slots > rec->send_window)
                                         ? (uint32_t) p->reasm_slots
@@ -308,10 +297,6 @@ void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep)
     if (ep->on_timer_list) {
         opal_list_remove_item(&module->timer_eps, &ep->timer_item);
     }
-    if (NULL != ep->timer_seg) {
-        opal_hotel_checkout(&module->hotel, ep->timer_seg->hotel_room);
-        ep->timer_seg = NULL;
-    }
     usnic_reasm_table_fini(&ep->reasm);
     usnic_rel_fini(&ep->rel);
     OBJ_RELEASE(ep);
@@ -352,35 +337,6 @@ mca_btl_base_endpoint_t *usnic_endpoint_for_sender(usnic_module_t *module, uint3
     }
     free(recs);
     return ep;
-}
-
-void usnic_endpoint_timer_expired(opal_hotel_t *hotel, int room, void *occupant)
-{
-    usnic_seg_t *seg = occupant;
-    mca_btl_base_endpoint_t *ep = seg->ep;
-    const usnic_params_t *p = &mca_btl_usnic_component.params;
-    (void) hotel;
-    (void) room;
-
-    seg->hotel_room = -1;
-    if (ep->timer_seg == seg) {
-        ep->timer_seg = NULL;
-    }
-    if (ep->dead) {
-        seg->rel.state &= ~USNIC_REL_SEG_TIMER;
-        return;
-    }
-    if (p->peer_timeout > 0 &&
-        usnic_now_us() - ep->last_progress_us > (uint64_t) p->peer_timeout * 1000000u) {
-        seg->rel.state &= ~USNIC_REL_SEG_TIMER;
-        usnic_endpoint_fail(ep, "no acknowledgement within btl_usnic_peer_timeout");
-        return;
-    }
-    USNIC_VERBOSE(30, "%s: retransmit timeout: seq %u (%u bytes, %s channel) to module 0x%x",
-                  ep->module->ifname, (unsigned) ((struct usnic_pkt_hdr *) seg->buf)->seq,
-                  (unsigned) (seg->hdr_len + seg->zc_len),
-                  USNIC_CHAN_PRIO == seg->chan ? "priority" : "data", ep->remote.module_id);
-    usnic_rel_tx_timeout(&ep->rel, &seg->rel);
 }
 
 void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why)

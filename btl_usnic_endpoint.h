@@ -15,12 +15,11 @@ struct mca_btl_base_endpoint_t {
     opal_list_item_t super;      /* on module->endpoints */
     opal_list_item_t sendq_item; /* on module->sendq_eps while sendq is not empty */
     opal_list_item_t ack_item;   /* on module->ack_eps while an ACK may be owed */
-    opal_list_item_t timer_item; /* on module->timer_eps while a timer is wanted */
+    opal_list_item_t timer_item; /* on module->timer_eps while its timer may be armed */
     bool on_sendq_list;
     bool on_ack_list;
     bool on_timer_list;
-    struct usnic_seg *timer_seg; /* segment holding our hotel room (the oldest), or NULL */
-    uint64_t timer_wanted_us;    /* when the endpoint last asked for a timer */
+    uint64_t timer_deadline; /* usnic_rel_tx_timer() is due then (0: no timer) */
 
     usnic_module_t *module;
     opal_proc_t *proc;
@@ -59,9 +58,6 @@ void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep);
  * but the PML has not added it yet.  NULL if unknown. */
 mca_btl_base_endpoint_t *usnic_endpoint_for_sender(usnic_module_t *module, uint32_t module_id);
 
-/* Hotel eviction: a segment's retransmit timer expired. */
-void usnic_endpoint_timer_expired(opal_hotel_t *hotel, int room, void *occupant);
-
 /* Declare the peer failed: report once, through the PML's error callback. */
 void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why);
 
@@ -85,8 +81,8 @@ static inline mca_btl_base_endpoint_t *usnic_ep_of_timer_item(opal_list_item_t *
                                         offsetof(mca_btl_base_endpoint_t, timer_item));
 }
 
-/* Give endpoints whose oldest segment waited long enough their hotel room. */
-int usnic_progress_timers(usnic_module_t *module, uint64_t now);
+/* Run the retransmit timers that are due (the caller checks module->next_timer). */
+void usnic_progress_timers(usnic_module_t *module, uint64_t now);
 
 static inline mca_btl_base_endpoint_t *usnic_ep_of_ack_item(opal_list_item_t *item)
 {

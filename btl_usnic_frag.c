@@ -9,7 +9,6 @@ static void seg_construct(usnic_seg_t *seg)
     seg->ep = NULL;
     seg->zc_ptr = NULL;
     seg->zc_len = 0;
-    seg->hotel_room = -1;
     seg->rel.state = 0;
 }
 OBJ_CLASS_INSTANCE(usnic_seg_t, opal_free_list_item_t, seg_construct, NULL);

@@ -46,7 +46,6 @@ typedef struct usnic_seg {
     enum usnic_seg_kind kind;
     enum usnic_channel_id chan; /* channel it is sent on / was received on */
     int refs;                   /* see the lifetime rules above */
-    int hotel_room;             /* valid while rel.state has USNIC_REL_SEG_TIMER */
     struct usnic_module *module;
     struct mca_btl_base_endpoint_t *ep;
     struct usnic_frag *frag; /* parent fragment, if any */

@@ -86,8 +86,26 @@ int usnic_register_params(void)
             "Receive window per peer in segments (rounded up to a power of two; must be at least "
             "the peers' send window)",
             4096, OPAL_INFO_LVL_6, &p->recv_window);
-    reg_int("retrans_timeout", "Microseconds without an ACK before a segment is retransmitted",
-            5000, OPAL_INFO_LVL_5, &p->retrans_timeout);
+    reg_int("retrans_timeout",
+            "Retransmission timeout (microseconds) toward a peer whose round trip is not "
+            "measured yet; afterwards the timeout follows the measured round trips (RFC 6298: "
+            "smoothed round trip + 4 x its variation), between btl_usnic_retrans_timeout_min "
+            "and btl_usnic_retrans_timeout_max",
+            1000, OPAL_INFO_LVL_5, &p->retrans_timeout);
+    reg_int("retrans_timeout_min",
+            "Smallest retransmission timeout (microseconds), whatever the measured round trips",
+            200, OPAL_INFO_LVL_5, &p->retrans_timeout_min);
+    reg_int("retrans_timeout_max",
+            "Largest retransmission timeout (microseconds): the timeout doubles after each "
+            "expiry without an ACK (a peer busy outside MPI gets a few probes, not a storm) up "
+            "to this",
+            100000, OPAL_INFO_LVL_5, &p->retrans_timeout_max);
+    reg_int("tlp",
+            "Tail-loss probes (1 = on, 0 = off): when no ACK came two round trips after the last "
+            "segment sent to a peer, resend that segment and ask for an immediate ACK, so a "
+            "lost last datagram is recovered in about two round trips rather than after the "
+            "retransmission timeout (in the manner of RACK-TLP, RFC 8985)",
+            1, OPAL_INFO_LVL_5, &p->tlp);
     reg_int("max_resends_per_iteration",
             "Most segments retransmitted in one call of the progress engine", 16, OPAL_INFO_LVL_5,
             &p->max_resends_per_iteration);
@@ -104,8 +122,8 @@ int usnic_register_params(void)
     reg_int("seg_num", "Send segments per module (bounds the data in flight on a module)", 8192,
             OPAL_INFO_LVL_6, &p->seg_num);
     reg_int("reasm_slots",
-            "Fragments that may be under reassembly at once from one peer (at least the peer's "
-            "send window is always used)",
+            "Fragments that may be under reassembly or waiting for their turn at once from one "
+            "peer (at least the peer's send window is always used; rounded up to a power of two)",
             256, OPAL_INFO_LVL_6, &p->reasm_slots);
     reg_int("print_stats", "Print one line of counters per module at finalize (0 = no, 1 = yes)", 0,
             OPAL_INFO_LVL_4, &p->print_stats);
@@ -226,6 +244,10 @@ int usnic_check_params(void)
         OPAL_SUCCESS != (rc = check_positive("btl_usnic_send_window", p->send_window)) ||
         OPAL_SUCCESS != (rc = check_positive("btl_usnic_recv_window", p->recv_window)) ||
         OPAL_SUCCESS != (rc = check_positive("btl_usnic_retrans_timeout", p->retrans_timeout)) ||
+        OPAL_SUCCESS !=
+            (rc = check_positive("btl_usnic_retrans_timeout_min", p->retrans_timeout_min)) ||
+        OPAL_SUCCESS !=
+            (rc = check_positive("btl_usnic_retrans_timeout_max", p->retrans_timeout_max)) ||
         OPAL_SUCCESS != (rc = check_positive("btl_usnic_max_resends_per_iteration",
                                              p->max_resends_per_iteration)) ||
         OPAL_SUCCESS != (rc = check_positive("btl_usnic_seg_num", p->seg_num)) ||
@@ -234,6 +256,18 @@ int usnic_check_params(void)
         OPAL_SUCCESS != (rc = check_rate("btl_usnic_debug_dup_rate", p->debug_dup_rate)) ||
         OPAL_SUCCESS != (rc = check_rate("btl_usnic_debug_reorder_rate", p->debug_reorder_rate))) {
         return rc;
+    }
+    if (p->retrans_timeout_max < p->retrans_timeout_min) {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%d (btl_usnic_retrans_timeout_min is %d)",
+                 p->retrans_timeout_max, p->retrans_timeout_min);
+        return bad_param("btl_usnic_retrans_timeout_max", buf,
+                         "it must be at least btl_usnic_retrans_timeout_min");
+    }
+    if (0 != p->tlp && 1 != p->tlp) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%d", p->tlp);
+        return bad_param("btl_usnic_tlp", buf, "use 1 (on) or 0 (off)");
     }
     if (p->max_inflight < 0) {
         return bad_param("btl_usnic_max_inflight", "negative", "use 0 (no limit) or bytes");

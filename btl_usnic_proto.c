@@ -145,10 +145,10 @@ size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen)
     memcpy(&hdr, bytes, sizeof(hdr));
     n = snprintf(out, outlen,
                  "len=%zu version=%u type=%s(%u) flags=0x%02x tag=%u src_module=%u "
-                 "job_key=0x%016llx seq=%u ack_seq=%u payload_len=%u msg_id=%u",
+                 "job_key=0x%016llx seq=%u ack_seq=%u payload_len=%u msg_id=%u ts=%u ts_echo=%u",
                  len, hdr.version, usnic_pkt_type_name(hdr.type), hdr.type, hdr.flags, hdr.tag,
                  hdr.src_module, (unsigned long long) hdr.job_key, hdr.seq, hdr.ack_seq,
-                 hdr.payload_len, hdr.msg_id);
+                 hdr.payload_len, hdr.msg_id, hdr.ts, hdr.ts_echo);
     if (n < 0) {
         out[0] = '\0';
         return 0;

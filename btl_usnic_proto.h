@@ -18,6 +18,8 @@
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
  *   |          payload_len          |            msg_id             |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
+ *   |              ts               |            ts_echo            |
+ *   +-------+-------+-------+-------+-------+-------+-------+-------+
  *
  * followed, by packet type, by:
  *
@@ -41,6 +43,12 @@
  * seq is meaningful for FRAG, CHUNK and PUT (they occupy the sender's send
  * window); ack_seq is meaningful when flags has USNIC_PKT_FLAG_ACK: it
  * acknowledges every sequence number up to and including ack_seq.
+ *
+ * ts is the sender's clock (microseconds, truncated to 32 bits, never 0)
+ * when it put this copy of a data packet on the wire; ts_echo, with an
+ * ACK, returns the ts of the last data packet that arrived in order (0:
+ * none yet).  The sender measures round trips from it, also for resent
+ * packets (as TCP does with its timestamp option, RFC 7323).
  *
  * msg_id numbers the PML fragments (FRAG and CHUNK) a sender hands to one
  * peer, consecutively in the order the PML gave them to the BTL; the
@@ -94,12 +102,15 @@ struct usnic_pkt_hdr {
     uint32_t ack_seq;     /* cumulative ACK when flags & USNIC_PKT_FLAG_ACK */
     uint32_t payload_len; /* bytes after all headers */
     uint32_t msg_id;      /* FRAG, CHUNK: fragment number (delivery order); PUT: PUT number */
+    uint32_t ts;          /* data: sender's clock when this copy was sent */
+    uint32_t ts_echo;     /* with an ACK: ts of the last data packet that arrived in order */
 };
-_Static_assert(sizeof(struct usnic_pkt_hdr) == 32, "usnic_pkt_hdr is 32 bytes on the wire");
+_Static_assert(sizeof(struct usnic_pkt_hdr) == 40, "usnic_pkt_hdr is 40 bytes on the wire");
 _Static_assert(offsetof(struct usnic_pkt_hdr, job_key) == 8, "job_key at offset 8");
 _Static_assert(offsetof(struct usnic_pkt_hdr, seq) == 16, "seq at offset 16");
 _Static_assert(offsetof(struct usnic_pkt_hdr, payload_len) == 24, "payload_len at offset 24");
 _Static_assert(offsetof(struct usnic_pkt_hdr, msg_id) == 28, "msg_id at offset 28");
+_Static_assert(offsetof(struct usnic_pkt_hdr, ts_echo) == 36, "ts_echo at offset 36");
 
 struct usnic_chunk_hdr {
     uint64_t msg_len; /* total bytes of the fragment or PUT */

@@ -8,7 +8,12 @@
 int usnic_reasm_table_init(struct usnic_reasm_table *t, uint32_t nslots,
                            const struct usnic_reasm_alloc *alloc, uint32_t first_msg_id)
 {
-    t->nslots = nslots ? nslots : 1;
+    /* A power of two, so that slots follow msg_ids across the 32-bit wrap
+     * (with 62 slots, 0xFFFFFFFC and 0 would share one, 4 numbers apart). */
+    t->nslots = 1;
+    while (t->nslots < nslots && t->nslots < (1u << 31)) {
+        t->nslots <<= 1;
+    }
     t->next = first_msg_id;
     t->alloc = alloc;
     t->chunk = 0;
@@ -33,7 +38,7 @@ void usnic_reasm_table_fini(struct usnic_reasm_table *t)
 
 static inline struct usnic_reasm *slot_of(const struct usnic_reasm_table *t, uint32_t msg_id)
 {
-    return &t->slots[msg_id % t->nslots];
+    return &t->slots[msg_id & (t->nslots - 1u)];
 }
 
 enum usnic_drop_reason usnic_reasm_check(const struct usnic_reasm_table *t, uint32_t msg_id,

@@ -18,7 +18,8 @@
  * Numbering.  The sender numbers the PML fragments it sends to one peer
  * consecutively (msg_id, in every FRAG and CHUNK packet); `next` is the
  * number of the next one to hand over.  A fragment is held in slot
- * msg_id % nslots.
+ * msg_id mod nslots (a power of two, so that this follows the numbers
+ * across their 32-bit wrap).
  *
  * Sizing rule: the table must have at least as many slots as the peer's
  * send window has segments.  Fragment `next` has not been handed over, so
@@ -88,7 +89,7 @@ struct usnic_reasm_table {
     uint64_t waited; /* fragments complete before their turn (they waited here) */
 };
 
-/* first_msg_id: the number of the peer's first fragment. */
+/* first_msg_id: the number of the peer's first fragment; nslots is rounded up to a power of two. */
 int usnic_reasm_table_init(struct usnic_reasm_table *t, uint32_t nslots,
                            const struct usnic_reasm_alloc *alloc, uint32_t first_msg_id);
 /* releases every held fragment */

@@ -1,11 +1,19 @@
 /*
- * The reliability core (rules in btl_usnic_rel.h).  No I/O, no clocks of its
+ * The reliability core (rules in btl_usnic_rel.h).  No I/O, no clock of its
  * own, no Open MPI: everything outside goes through rel->ops.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "btl_usnic_rel.h"
+
+static uint64_t clamp_rto(const struct usnic_rel *rel, uint64_t rto)
+{
+    if (rto < rel->timing.rto_min) {
+        return rel->timing.rto_min;
+    }
+    return (rto > rel->timing.rto_max) ? rel->timing.rto_max : rto;
+}
 
 static uint32_t round_up_pow2(uint32_t v)
 {
@@ -18,18 +26,26 @@ static uint32_t round_up_pow2(uint32_t v)
 
 int usnic_rel_init(struct usnic_rel *rel, const struct usnic_rel_ops *ops, void *ctx,
                    uint32_t tx_win, uint32_t rx_win, usnic_seq_t tx_isn, usnic_seq_t rx_isn,
-                   uint32_t fast_retrans_dups)
+                   uint32_t fast_retrans_dups, const struct usnic_rel_timing *timing)
 {
     memset(rel, 0, sizeof(*rel));
     rel->ops = ops;
     rel->ctx = ctx;
+    rel->timing = *timing;
+    if (rel->timing.rto_min < 1) {
+        rel->timing.rto_min = 1;
+    }
+    if (rel->timing.rto_max < rel->timing.rto_min) {
+        rel->timing.rto_max = rel->timing.rto_min;
+    }
 
     rel->tx.win_size = round_up_pow2(tx_win ? tx_win : 1);
     rel->tx.win = calloc(rel->tx.win_size, sizeof(*rel->tx.win));
-    rel->tx.lane = calloc(rel->tx.win_size, 1);
     rel->tx.next = tx_isn;
     rel->tx.acked = tx_isn - 1u;
     rel->tx.fast_retrans_dups = fast_retrans_dups;
+    rel->tx.rto = clamp_rto(rel, timing->rto_init);
+    rel->tx.rack.high = tx_isn - 1u;
 
     rel->rx.win_size = round_up_pow2(rx_win ? rx_win : 1);
     rel->rx.seen = calloc(rel->rx.win_size, 1);
@@ -37,7 +53,7 @@ int usnic_rel_init(struct usnic_rel *rel, const struct usnic_rel_ops *ops, void 
     rel->rx.highest = rx_isn - 1u;
     rel->ack_every = rel->tx.win_size / 4 ? rel->tx.win_size / 4 : 1;
 
-    if (NULL == rel->tx.win || NULL == rel->tx.lane || NULL == rel->rx.seen) {
+    if (NULL == rel->tx.win || NULL == rel->rx.seen) {
         usnic_rel_fini(rel);
         return -1;
     }
@@ -47,8 +63,6 @@ int usnic_rel_init(struct usnic_rel *rel, const struct usnic_rel_ops *ops, void 
 void usnic_rel_fini(struct usnic_rel *rel)
 {
     free(rel->tx.win);
-    free(rel->tx.lane);
-    rel->tx.lane = NULL;
     free(rel->rx.seen);
     rel->tx.win = NULL;
     rel->rx.seen = NULL;
@@ -59,6 +73,75 @@ static inline struct usnic_rel_seg **tx_slot(struct usnic_rel *rel, usnic_seq_t 
     return &rel->tx.win[seq & (rel->tx.win_size - 1u)];
 }
 
+static inline unsigned lane_of(const struct usnic_rel_seg *seg)
+{
+    return seg->lane % USNIC_REL_LANES;
+}
+
+static inline uint64_t min_deadline(uint64_t a, uint64_t b)
+{
+    return (0 == a) ? b : (0 == b || a < b) ? a : b;
+}
+
+/* ---- the timer ---- */
+
+uint64_t usnic_rel_tx_rto(const struct usnic_rel *rel)
+{
+    uint64_t rto = rel->tx.rto;
+
+    for (uint32_t i = 0; i < rel->tx.backoff && rto < rel->timing.rto_max; i++) {
+        rto <<= 1;
+    }
+    return (rto < rel->timing.rto_max) ? rto : rel->timing.rto_max;
+}
+
+/* Tell the transport when the timer must fire next, if that changed. */
+static void timer_update(struct usnic_rel *rel)
+{
+    uint64_t d = min_deadline(rel->tx.rto_deadline, rel->tx.rack.deadline);
+
+    if (d != rel->tx.deadline) {
+        rel->tx.deadline = d;
+        rel->ops->timer_set(rel, d);
+    }
+}
+
+/* Probe timeout: two round trips after the tail went out, plus the peer's
+ * ACK delay when the tail is alone (nothing else makes the peer ACK at
+ * once), never beyond the RTO.  Only with a measured round trip. */
+static uint64_t probe_timeout(const struct usnic_rel *rel, uint64_t rto)
+{
+    uint64_t pto = 2 * rel->tx.srtt;
+
+    if (1 == usnic_rel_tx_inflight(rel)) {
+        pto += rel->timing.ack_delay;
+    }
+    return (pto < rto) ? pto : rto;
+}
+
+/* (Re)start the probe or retransmission timeout from now. */
+static void timer_restart(struct usnic_rel *rel, uint64_t now)
+{
+    uint64_t rto = usnic_rel_tx_rto(rel);
+
+    if (0 == usnic_rel_tx_inflight(rel)) {
+        rel->tx.rto_deadline = 0;
+        rel->tx.pto_armed = false;
+    } else if (rel->timing.tlp && 0 != rel->tx.srtt && !rel->tx.probe_out && 0 == rel->tx.backoff) {
+        rel->tx.pto_armed = true;
+        rel->tx.rto_deadline = now + probe_timeout(rel, rto);
+    } else {
+        rel->tx.pto_armed = false;
+        rel->tx.rto_deadline = now + rto;
+    }
+    if (0 == rel->tx.rto_deadline) {
+        rel->tx.rack.deadline = 0; /* nothing outstanding: nothing to find lost */
+    }
+    timer_update(rel);
+}
+
+/* ---- sender ---- */
+
 usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 {
     usnic_seq_t seq = rel->tx.next++;
@@ -66,46 +149,34 @@ usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     seg->seq = seq;
     seg->state = USNIC_REL_SEG_IN_WINDOW;
     seg->sends = 0;
-    seg->waits = 0;
+    seg->xmit_ts = 0;
     *tx_slot(rel, seq) = seg;
-    rel->tx.lane[seq & (rel->tx.win_size - 1u)] = seg->lane;
     return seq;
 }
 
-void usnic_rel_tx_sent(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+void usnic_rel_tx_sent(struct usnic_rel *rel, struct usnic_rel_seg *seg, uint64_t now)
 {
     seg->sends++;
-    seg->waits = 0;
-    seg->state &= ~USNIC_REL_SEG_RESEND;
-    if (!(seg->state & USNIC_REL_SEG_TIMER)) {
-        seg->state |= USNIC_REL_SEG_TIMER;
-        rel->ops->timer_arm(rel, seg);
+    seg->xmit_ts = now;
+    seg->state &= ~(USNIC_REL_SEG_RESEND | USNIC_REL_SEG_ACK_REQ);
+    /* RFC 6298: start the timer if it is not running; RFC 8985: restart
+     * the probe timeout after new data (the tail moved); and give a resent
+     * oldest segment a whole timeout to be acknowledged (it may wait behind
+     * everything queued after its first copy) */
+    if (0 == rel->tx.rto_deadline || (1 == seg->sends && rel->tx.pto_armed) ||
+        (seg->sends > 1 && seg == usnic_rel_tx_oldest(rel))) {
+        timer_restart(rel, now);
     }
 }
 
-static void queue_resend(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+static void queue_resend(struct usnic_rel *rel, struct usnic_rel_seg *seg, bool ack_req)
 {
-    if (seg->state & USNIC_REL_SEG_TIMER) {
-        seg->state &= ~USNIC_REL_SEG_TIMER;
-        rel->ops->timer_cancel(rel, seg);
-    }
-    seg->state |= USNIC_REL_SEG_RESEND;
+    seg->state |= USNIC_REL_SEG_RESEND | (ack_req ? USNIC_REL_SEG_ACK_REQ : 0u);
     rel->ops->resend(rel, seg);
-}
-
-/* Resend the oldest unacknowledged segment. */
-static void resend_oldest(struct usnic_rel *rel, struct usnic_rel_seg *seg)
-{
-    if (!(seg->state & USNIC_REL_SEG_RESEND)) {
-        queue_resend(rel, seg);
-    }
 }
 
 static void release(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 {
-    if (seg->state & USNIC_REL_SEG_TIMER) {
-        rel->ops->timer_cancel(rel, seg);
-    }
     if (seg->state & USNIC_REL_SEG_RESEND) {
         rel->ops->resend_cancel(rel, seg);
     }
@@ -113,105 +184,169 @@ static void release(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     rel->ops->acked(rel, seg);
 }
 
-int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack)
+/* A round-trip sample (RFC 6298, section 2). */
+static void rtt_sample(struct usnic_rel *rel, uint64_t r)
 {
-    int released = 0;
+    uint64_t var4;
 
-    if (usnic_seq_ge(ack, rel->tx.next)) {
-        rel->stats.bad_acks++;
-        return -1;
+    if (0 == r) {
+        r = 1;
     }
-    if (usnic_seq_le(ack, rel->tx.acked)) {
-        /* Old or repeated.  Only a repeat of the current edge, sent as an
-         * explicit ACK while data is outstanding, says "I am missing
-         * acked+1". */
-        if (explicit_ack && ack == rel->tx.acked && usnic_rel_tx_inflight(rel) > 0) {
-            rel->stats.dup_acks++;
-            if (++rel->tx.dup_acks == rel->tx.fast_retrans_dups) {
-                struct usnic_rel_seg *seg = *tx_slot(rel, rel->tx.acked + 1u);
-                if (NULL != seg && !(seg->state & USNIC_REL_SEG_RESEND)) {
-                    rel->stats.retrans_fast++;
-                    resend_oldest(rel, seg);
-                }
-            }
-        }
-        return 0;
-    }
-
-    while (usnic_seq_lt(rel->tx.acked, ack)) {
-        struct usnic_rel_seg **slot;
-        rel->tx.acked++;
-        slot = tx_slot(rel, rel->tx.acked);
-        if (NULL != *slot) {
-            struct usnic_rel_seg *seg = *slot;
-            *slot = NULL;
-            release(rel, seg);
-            released++;
+    if (0 == rel->tx.srtt) {
+        rel->tx.srtt = r;
+        rel->tx.rttvar = r / 2;
+        rel->tx.min_rtt = r;
+    } else {
+        uint64_t delta = (rel->tx.srtt > r) ? rel->tx.srtt - r : r - rel->tx.srtt;
+        rel->tx.rttvar = (3 * rel->tx.rttvar + delta) / 4;
+        rel->tx.srtt = (7 * rel->tx.srtt + r) / 8;
+        if (r < rel->tx.min_rtt) {
+            rel->tx.min_rtt = r;
         }
     }
-    rel->tx.dup_acks = 0;
-    return released;
+    var4 = 4 * rel->tx.rttvar;
+    rel->tx.rto = clamp_rto(rel, rel->tx.srtt + (var4 ? var4 : 1));
+    rel->tx.backoff = 0; /* a measurement ends the backoff */
+    rel->stats.rtt_samples++;
 }
 
-int usnic_rel_tx_sack(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits)
+/*
+ * Bookkeeping for a segment the peer reported (ACK or SACK), before it is
+ * released: the newest send the loss detection may compare others with,
+ * and the round trip that send took.
+ */
+static void note_delivered(struct usnic_rel *rel, const struct usnic_rel_seg *seg, uint64_t now)
+{
+    uint64_t rtt = now - seg->xmit_ts;
+    unsigned lane = lane_of(seg);
+
+    if (0 == seg->sends) {
+        return; /* it never left (its post failed): nothing to learn */
+    }
+    /* A resent segment's ACK may answer either copy.  RFC 8985 takes it
+     * only when it cannot be the answer to the last copy (too soon). */
+    if (seg->sends > 1 && rtt < rel->tx.min_rtt) {
+        return;
+    }
+    if (seg->xmit_ts >= rel->tx.rack.xmit_ts[lane]) {
+        rel->tx.rack.xmit_ts[lane] = seg->xmit_ts;
+        rel->tx.rack.rtt = rtt;
+    }
+    if (usnic_seq_gt(seg->seq, rel->tx.rack.high)) {
+        rel->tx.rack.high = seg->seq;
+    }
+}
+
+/*
+ * RACK: resend what was sent before a segment of its lane that the peer
+ * has, once it has been out longer than the last round trip plus the
+ * reordering allowance; arm the timer for the rest.
+ */
+static void detect_losses(struct usnic_rel *rel, uint64_t now)
+{
+    uint64_t reo = rel->tx.min_rtt / 4;
+
+    rel->tx.rack.deadline = 0;
+    for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.rack.high); s++) {
+        struct usnic_rel_seg *seg = *tx_slot(rel, s);
+        uint64_t lost_at;
+
+        if (NULL == seg || (seg->state & USNIC_REL_SEG_RESEND) || 0 == seg->sends ||
+            seg->xmit_ts >= rel->tx.rack.xmit_ts[lane_of(seg)]) {
+            continue; /* gone, queued, or not sent before anything the peer has */
+        }
+        lost_at = seg->xmit_ts + rel->tx.rack.rtt + reo;
+        if (now >= lost_at) {
+            rel->stats.retrans_sack++;
+            queue_resend(rel, seg, false);
+        } else {
+            rel->tx.rack.deadline = min_deadline(rel->tx.rack.deadline, lost_at);
+        }
+    }
+}
+
+/* Release reported segments of a SACK bitmap; returns how many. */
+static int sack_release(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits, uint64_t now)
 {
     int released = 0;
-    int top;
 
-    if (0 == bits || usnic_seq_lt(ack, rel->tx.acked)) {
-        return 0; /* stale: the cumulative ACK has moved past it */
-    }
-    /* release what arrived */
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < 64 && 0 != (bits >> i); i++) {
         usnic_seq_t s = ack + 2u + (uint32_t) i;
         struct usnic_rel_seg **slot;
         if (!(bits & ((uint64_t) 1 << i))) {
             continue;
         }
-        if (usnic_seq_ge(s, rel->tx.next) || usnic_seq_le(s, rel->tx.acked)) {
-            break; /* never sent (bad SACK) or already acked */
+        if (usnic_seq_ge(s, rel->tx.next)) {
+            break; /* never sent (bad SACK) */
         }
         slot = tx_slot(rel, s);
         if (NULL != *slot) {
             struct usnic_rel_seg *seg = *slot;
+            note_delivered(rel, seg, now);
             *slot = NULL;
             release(rel, seg);
             rel->stats.sacked++;
             released++;
         }
     }
-    /* resend, once, what is missing with enough reported after it */
-    top = 63 - __builtin_clzll(bits); /* highest reported bit */
-    for (int i = -1; i < top; i++) {
-        usnic_seq_t s = ack + 2u + (uint32_t) i; /* i == -1: ack + 1, the gap itself */
-        struct usnic_rel_seg *seg;
-        int after;
-        if (i >= 0 && (bits & ((uint64_t) 1 << i))) {
-            continue;
-        }
-        if (usnic_seq_le(s, rel->tx.acked) || usnic_seq_ge(s, rel->tx.next)) {
-            continue;
-        }
-        if (__builtin_popcountll(bits >> (i + 1)) < USNIC_REL_SACK_DUPS) {
-            break;
-        }
-        after = 0;
-        for (int j = i + 1; j <= top; j++) {
-            usnic_seq_t t = ack + 2u + (uint32_t) j;
-            if ((bits & ((uint64_t) 1 << j)) && rel->tx.lane[t & (rel->tx.win_size - 1u)] ==
-                                                    rel->tx.lane[s & (rel->tx.win_size - 1u)]) {
-                after++;
+    return released;
+}
+
+int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, uint64_t sack_bits,
+                     uint32_t ts_echo, uint64_t now)
+{
+    int released = 0;
+    bool advanced;
+
+    if (usnic_seq_ge(ack, rel->tx.next)) {
+        rel->stats.bad_acks++;
+        return -1;
+    }
+    advanced = usnic_seq_gt(ack, rel->tx.acked);
+    if (!advanced && explicit_ack && ack == rel->tx.acked && usnic_rel_tx_inflight(rel) > 0) {
+        /* a repeat of the current edge, sent as an explicit ACK while data
+         * is outstanding, says "I am missing acked+1": resend it, once */
+        rel->stats.dup_acks++;
+        if (++rel->tx.dup_acks == rel->tx.fast_retrans_dups) {
+            struct usnic_rel_seg *seg = *tx_slot(rel, rel->tx.acked + 1u);
+            if (NULL != seg && !(seg->state & USNIC_REL_SEG_RESEND) && 1 == seg->sends) {
+                rel->stats.retrans_fast++;
+                queue_resend(rel, seg, false);
             }
         }
-        if (after < USNIC_REL_SACK_DUPS) {
-            continue; /* reported ones are on another lane: maybe only overtaken */
+    }
+    while (usnic_seq_lt(rel->tx.acked, ack)) {
+        struct usnic_rel_seg **slot;
+        rel->tx.acked++;
+        slot = tx_slot(rel, rel->tx.acked);
+        if (NULL != *slot) {
+            struct usnic_rel_seg *seg = *slot;
+            note_delivered(rel, seg, now);
+            *slot = NULL;
+            release(rel, seg);
+            released++;
         }
-        seg = *tx_slot(rel, s);
-        if (NULL != seg && !(seg->state & (USNIC_REL_SEG_RESEND | USNIC_REL_SEG_SACK_RESENT))) {
-            seg->state |= USNIC_REL_SEG_SACK_RESENT;
-            rel->stats.retrans_sack++;
-            queue_resend(rel, seg);
+    }
+    /* a bitmap that came with an older edge is stale: the cumulative ACK
+     * has moved past the hole it describes */
+    if (0 != sack_bits && usnic_seq_ge(ack, rel->tx.acked)) {
+        released += sack_release(rel, ack, sack_bits, now);
+    }
+    if (advanced) {
+        uint32_t rtt = (uint32_t) now - ts_echo; /* modulo 2^32, like the stamps */
+        rel->tx.dup_acks = 0;
+        rel->tx.probe_out = false;
+        if (0 != ts_echo && rtt < 0x80000000u) {
+            rtt_sample(rel, rtt);
         }
+    }
+    if (released > 0) {
+        detect_losses(rel, now);
+    }
+    if (advanced || 0 == usnic_rel_tx_inflight(rel)) {
+        timer_restart(rel, now); /* RFC 6298 5.3; stops it when nothing is left */
+    } else {
+        timer_update(rel);
     }
     return released;
 }
@@ -219,47 +354,50 @@ int usnic_rel_tx_sack(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits)
 void usnic_rel_tx_send_failed(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 {
     if (!(seg->state & USNIC_REL_SEG_RESEND)) {
-        queue_resend(rel, seg);
+        queue_resend(rel, seg, false);
     }
 }
 
-/* Timer expiries to wait before resending a segment sent `sends` times. */
-static inline uint32_t backoff_waits(uint32_t sends)
+/* Newest segment still held that is not already queued for resend. */
+static struct usnic_rel_seg *tx_newest(const struct usnic_rel *rel)
 {
-    uint32_t w = 1;
-
-    while (sends > 1 && w < USNIC_REL_BACKOFF_MAX) {
-        w <<= 1;
-        sends--;
+    for (usnic_seq_t s = rel->tx.next - 1u; usnic_seq_gt(s, rel->tx.acked); s--) {
+        struct usnic_rel_seg *seg = rel->tx.win[s & (rel->tx.win_size - 1u)];
+        if (NULL != seg) {
+            return (seg->state & USNIC_REL_SEG_RESEND) ? NULL : seg;
+        }
     }
-    return w;
+    return NULL;
 }
 
-void usnic_rel_tx_timeout(struct usnic_rel *rel, struct usnic_rel_seg *seg)
+void usnic_rel_tx_timer(struct usnic_rel *rel, uint64_t now)
 {
-    if (!(seg->state & USNIC_REL_SEG_IN_WINDOW)) {
-        return;
+    if (0 != rel->tx.rack.deadline && now >= rel->tx.rack.deadline) {
+        detect_losses(rel, now);
     }
-    seg->state &= ~USNIC_REL_SEG_TIMER;
-    if (seg->state & USNIC_REL_SEG_RESEND) {
-        return;
+    if (0 != rel->tx.rto_deadline && now >= rel->tx.rto_deadline) {
+        struct usnic_rel_seg *seg;
+        if (rel->tx.pto_armed) {
+            /* tail-loss probe: the newest segment, answered at once */
+            seg = tx_newest(rel);
+            if (NULL != seg) {
+                rel->stats.tlp_probes++;
+                queue_resend(rel, seg, true);
+            }
+            rel->tx.probe_out = true;
+        } else {
+            /* retransmission timeout: the oldest, and wait twice as long */
+            seg = usnic_rel_tx_oldest(rel);
+            if (NULL != seg && !(seg->state & USNIC_REL_SEG_RESEND)) {
+                rel->stats.retrans_timeout++;
+                queue_resend(rel, seg, true);
+            }
+            rel->tx.backoff++;
+        }
+        rel->tx.pto_armed = false;
+        rel->tx.rto_deadline = (0 != usnic_rel_tx_inflight(rel)) ? now + usnic_rel_tx_rto(rel) : 0;
     }
-    if (seg != usnic_rel_tx_oldest(rel)) {
-        /* not the oldest: it may well have arrived; wait for the ACKs */
-        rel->stats.timer_rearms++;
-        seg->state |= USNIC_REL_SEG_TIMER;
-        rel->ops->timer_arm(rel, seg);
-        return;
-    }
-    if (++seg->waits < backoff_waits(seg->sends)) {
-        /* backing off: sent several times already, wait longer */
-        rel->stats.timer_backoffs++;
-        seg->state |= USNIC_REL_SEG_TIMER;
-        rel->ops->timer_arm(rel, seg);
-        return;
-    }
-    rel->stats.retrans_timeout++;
-    resend_oldest(rel, seg);
+    timer_update(rel);
 }
 
 struct usnic_rel_seg *usnic_rel_tx_oldest(const struct usnic_rel *rel)
@@ -290,12 +428,18 @@ enum usnic_rx_verdict usnic_rel_rx_check(const struct usnic_rel *rel, usnic_seq_
     return USNIC_RX_NEW;
 }
 
-void usnic_rel_rx_commit(struct usnic_rel *rel, usnic_seq_t seq, uint64_t now)
+void usnic_rel_rx_commit(struct usnic_rel *rel, usnic_seq_t seq, uint32_t ts, uint64_t now)
 {
     uint32_t mask = rel->rx.win_size - 1u;
 
     if (seq != rel->rx.expected) {
         rel->rx.ack_now = true; /* a gap: tell the sender at once */
+    } else if (!rel->rx.ts_held) {
+        /* the first packet since our last ACK that moves our edge: the next
+         * ACK echoes its time, so the sender's measurement includes however
+         * long that ACK is held (RFC 7323 picks the same packet) */
+        rel->rx.ts_recent = ts;
+        rel->rx.ts_held = true;
     }
     if (usnic_seq_gt(seq, rel->rx.highest)) {
         rel->rx.highest = seq;
@@ -329,8 +473,16 @@ uint64_t usnic_rel_rx_sack_bits(const struct usnic_rel *rel)
     return bits;
 }
 
-void usnic_rel_rx_duplicate(struct usnic_rel *rel)
+void usnic_rel_rx_duplicate(struct usnic_rel *rel, uint32_t ts)
 {
     rel->stats.rx_dup++;
     rel->rx.ack_now = true;
+    if (!rel->rx.ts_held) {
+        /* Nothing was waiting for an ACK: ours was lost (or the sender gave
+         * up on it early).  Echo this copy, which the ACK answers; the time
+         * of the last packet before it would count the sender's whole
+         * timeout as a round trip. */
+        rel->rx.ts_recent = ts;
+        rel->rx.ts_held = true;
+    }
 }

@@ -1,26 +1,66 @@
 /*
- * The reliability core: send window, receive window, cumulative ACKs,
- * retransmission decisions.
+ * The reliability core: send window, receive window, cumulative and
+ * selective ACKs, round-trip measurement, and every retransmission
+ * decision.
  *
- * It knows nothing about libfabric or Open MPI.  A connection (one per
- * local-module/peer-module pair) talks to its transport only through
- * struct usnic_rel_ops, so the unit tests drive it over a simulated lossy,
- * duplicating, reordering link and the BTL drives it over FI_EP_DGRAM.
+ * It knows nothing about libfabric or Open MPI and has no clock of its
+ * own: the transport passes `now` in (any unit, the same everywhere: the
+ * BTL uses microseconds, the unit tests' simulated link nanoseconds).  A
+ * connection (one per local-module/peer-module pair) talks to its
+ * transport only through struct usnic_rel_ops, so the unit tests drive it
+ * over a simulated lossy, duplicating, reordering link and the BTL drives
+ * it over datagrams.
  *
  * Sender rules
  *   - Every FRAG/CHUNK/PUT segment takes the next sequence number and a
  *     slot in the send window.  The window holds [tx.acked+1, tx.next-1];
  *     at most tx.win_size segments are unacknowledged at once.
- *   - Whenever a segment goes on the wire its retransmit timer is armed.
- *   - A cumulative ACK for s releases every segment up to s.
- *   - Only the oldest segment still held is ever resent on suspicion: when its timer expires, or
- when the fast-retransmit
- *     threshold of duplicate ACKs is reached (explicit ACK packets repeating
- *     tx.acked while data is outstanding).  A later segment whose timer
- *     expires has its timer re-armed instead: the cumulative ACK cannot say
- *     whether it arrived, and resending the whole window after one loss
- *     would flood the peer.
-
+ *   - A cumulative ACK for s releases every segment up to s; a selective
+ *     ACK (SACK) releases the segments it reports (their window slots stay
+ *     counted until the cumulative ACK passes them).
+ *   - Round trips are measured from every ACK that moves the cumulative
+ *     edge, by its timestamp echo: the receiver returns the send time of
+ *     the first packet that moved its edge since its last ACK (RFC 7323's
+ *     choice: a peer that holds its ACK, busy outside MPI, lengthens the
+ *     measurement rather than hiding), or, when a duplicate arrives with
+ *     nothing owed (our ACK was lost), that duplicate's; every copy of a
+ *     packet carries its own send time, so ACKs of resent packets measure
+ *     too.  The retransmission timeout
+ *     (RTO) follows them as in RFC 6298: SRTT and
+ *     RTTVAR with gains 1/8 and 1/4, RTO = SRTT + 4 RTTVAR, at least
+ *     timing.rto_min and at most timing.rto_max; timing.rto_init before
+ *     the first measurement.
+ *   - One timer per connection (ops->timer_set gives the transport its
+ *     deadline; it calls usnic_rel_tx_timer() when it passes).  While
+ *     data is outstanding it is one of:
+ *       a probe timeout (PTO, as in RACK-TLP, RFC 8985): 2 SRTT after the
+ *         last new segment went out (plus the peer's ACK delay when only
+ *         one segment is in flight), at most the RTO; only once a round
+ *         trip was measured and while no backoff is in force.  When it
+ *         fires the newest segment still held is resent as a tail-loss
+ *         probe: if the
+ *         tail was lost, that repairs it; if something before it was lost,
+ *         the peer's immediate ACK (the probe asks for one) reports the
+ *         hole and RACK below resends it.  One probe per ACK of new data.
+ *       the RTO: when it fires the oldest segment still held is resent
+ *         (only that one: the ACKs that follow tell what else is missing)
+ *         and the timeout doubles, up to timing.rto_max, until the next
+ *         round-trip measurement (a peer busy outside MPI gets a few
+ *         probes, not a storm, and when it answers, the measurement
+ *         includes the time it was away).
+ *     An ACK of new data restarts it; an empty window stops it.
+ *   - Time-based loss detection (RACK, RFC 8985): segments of one lane
+ *     (e.g. one UDP socket) arrive in the order they were sent unless
+ *     lost.  A segment not yet acknowledged that was sent before a segment
+ *     of its lane that was acknowledged is lost once it has been out for
+ *     the latest round trip plus a reordering allowance (min RTT / 4);
+ *     until then the timer waits for that moment.  Lanes may overtake
+ *     each other, so only a segment's own lane counts.
+ *   - fast_retrans_dups explicit duplicate ACKs (repeating tx.acked while
+ *     data is outstanding) also resend the oldest segment.
+ *   - Resends the peer should answer at once (probes, timeouts) are marked
+ *     USNIC_REL_SEG_ACK_REQ for the transport to set
+ *     USNIC_PKT_FLAG_ACK_REQ on the wire.
  *
  * Receiver rules
  *   - rx.expected is the lowest sequence number not yet received; all
@@ -34,14 +74,6 @@
  *     A packet that arrives out of order (a gap before it) makes the ACK
  *     due at once, with a selective-ACK bitmap of what arrived beyond the
  *     gap, so the sender learns of a loss within one round trip.
- *
- * Selective ACKs (sender)
- *   - Segments a SACK reports as received are released at once (their
- *     window slots stay counted until the cumulative ACK passes them).
- *   - A segment not reported while at least USNIC_REL_SACK_DUPS segments
- *     of its own lane after it are is taken as lost and resent once (later
- *     resends of it are by timer only).  Only its lane counts: a segment on
- *     another lane (another channel) may simply have been overtaken.
  */
 #ifndef BTL_USNIC_REL_H
 #define BTL_USNIC_REL_H
@@ -52,42 +84,44 @@
 #include "btl_usnic_seq.h"
 
 /* State bits of a segment as the core sees it. */
-#define USNIC_REL_SEG_IN_WINDOW 0x1u   /* holds a send-window slot, not yet acked */
-#define USNIC_REL_SEG_TIMER 0x2u       /* retransmit timer armed */
-#define USNIC_REL_SEG_RESEND 0x4u      /* queued for resend by the transport */
-#define USNIC_REL_SEG_SACK_RESENT 0x8u /* already resent once because of a SACK */
+#define USNIC_REL_SEG_IN_WINDOW 0x1u /* holds a send-window slot, not yet acked */
+#define USNIC_REL_SEG_RESEND 0x4u    /* queued for resend by the transport */
+#define USNIC_REL_SEG_ACK_REQ 0x8u   /* that resend should ask for an immediate ACK */
 
-/* Segments reported after a missing one before the missing one is resent. */
-#define USNIC_REL_SACK_DUPS 3
+/* Lanes tracked separately by the loss detection (lane numbers are taken modulo this). */
+#define USNIC_REL_LANES 4
 
 /* Embedded in the transport's send segment. */
-/* Retransmit backoff: the oldest segment, sent n times, is resent after
- * 2^(n-1) timer expiries, at most this many (a peer busy outside MPI gets a
- * few probes, not one per timeout). */
-#define USNIC_REL_BACKOFF_MAX 16u
-
 struct usnic_rel_seg {
     usnic_seq_t seq;
-    uint32_t state; /* USNIC_REL_SEG_* */
-    uint32_t sends; /* times put on the wire */
-    uint32_t waits; /* timer expiries since it was last put on the wire */
-    uint8_t lane;   /* set by the transport before usnic_rel_tx_push(): segments of one
-                       lane arrive in order unless lost (e.g. one UDP socket); lanes
-                       may overtake each other */
+    uint32_t state;   /* USNIC_REL_SEG_* */
+    uint32_t sends;   /* times put on the wire */
+    uint8_t lane;     /* set by the transport before usnic_rel_tx_push(): segments of one
+                         lane arrive in order unless lost (e.g. one UDP socket); lanes
+                         may overtake each other */
+    uint64_t xmit_ts; /* when it was last put on the wire */
 };
 
 struct usnic_rel;
 
 struct usnic_rel_ops {
-    /* start / stop the segment's retransmit timer */
-    void (*timer_arm)(struct usnic_rel *rel, struct usnic_rel_seg *seg);
-    void (*timer_cancel)(struct usnic_rel *rel, struct usnic_rel_seg *seg);
     /* put the segment on the transport's resend queue */
     void (*resend)(struct usnic_rel *rel, struct usnic_rel_seg *seg);
     /* the segment left the resend queue without being sent (it was acked) */
     void (*resend_cancel)(struct usnic_rel *rel, struct usnic_rel_seg *seg);
     /* the peer has the segment: the transport may release it */
     void (*acked)(struct usnic_rel *rel, struct usnic_rel_seg *seg);
+    /* call usnic_rel_tx_timer() once `now` reaches deadline (0: no timer) */
+    void (*timer_set)(struct usnic_rel *rel, uint64_t deadline);
+};
+
+/* Timer settings, in the transport's time unit. */
+struct usnic_rel_timing {
+    uint64_t rto_init;  /* retransmission timeout before the first round trip is measured */
+    uint64_t rto_min;   /* the RTO never goes below this */
+    uint64_t rto_max;   /* nor above this, backoff included */
+    uint64_t ack_delay; /* longest the peer may delay an ACK (widens the probe timeout) */
+    bool tlp;           /* send tail-loss probes */
 };
 
 enum usnic_rx_verdict {
@@ -97,12 +131,12 @@ enum usnic_rx_verdict {
 };
 
 struct usnic_rel_stats {
-    uint64_t retrans_timeout; /* resends queued by timer expiry */
+    uint64_t retrans_timeout; /* resends queued by the RTO */
     uint64_t retrans_fast;    /* resends queued by duplicate ACKs */
-    uint64_t retrans_sack;    /* resends queued because a SACK showed a loss */
+    uint64_t retrans_sack;    /* resends queued because ACKs showed a loss (RACK) */
+    uint64_t tlp_probes;      /* tail-loss probes queued */
     uint64_t sacked;          /* segments released early by a SACK */
-    uint64_t timer_rearms;    /* expired timers of non-oldest segments, re-armed */
-    uint64_t timer_backoffs;  /* expired timers of the oldest, re-armed (backing off) */
+    uint64_t rtt_samples;     /* round trips measured */
     uint64_t dup_acks;        /* explicit ACKs that acknowledged nothing new */
     uint64_t rx_dup;          /* duplicate data packets received */
     uint64_t rx_beyond;       /* data packets beyond the receive window */
@@ -112,15 +146,34 @@ struct usnic_rel_stats {
 struct usnic_rel {
     const struct usnic_rel_ops *ops;
     void *ctx; /* transport's per-connection pointer */
+    struct usnic_rel_timing timing;
 
     struct {
         usnic_seq_t next;           /* sequence number of the next new segment */
         usnic_seq_t acked;          /* all up to here acked; window is [acked+1, next-1] */
         uint32_t win_size;          /* power of two */
         struct usnic_rel_seg **win; /* win[seq & (win_size-1)] for seq in the window */
-        uint8_t *lane;              /* lane[seq & (win_size-1)]: lane it was first sent on */
         uint32_t dup_acks;          /* consecutive duplicate explicit ACKs of acked */
         uint32_t fast_retrans_dups; /* dup ACKs that trigger a fast retransmit; 0 = never */
+
+        /* round trips (RFC 6298); 0 until the first sample */
+        uint64_t srtt, rttvar, min_rtt;
+        uint64_t rto;     /* current timeout, before backoff */
+        uint32_t backoff; /* timeouts since the last valid round trip: RTO << backoff */
+
+        /* the connection's timer */
+        uint64_t rto_deadline; /* probe or retransmission timeout; 0 = not armed */
+        bool pto_armed;        /* rto_deadline is a probe timeout */
+        bool probe_out;        /* a probe went out and no ACK of new data came since */
+        uint64_t deadline;     /* the earliest of rto_deadline and rack.deadline, as told */
+
+        /* time-based loss detection (RACK) */
+        struct {
+            uint64_t xmit_ts[USNIC_REL_LANES]; /* latest send time of an acked segment, by lane */
+            usnic_seq_t high;                  /* highest sequence number acked or sacked */
+            uint64_t rtt;                      /* round trip of the most recently sent one acked */
+            uint64_t deadline;                 /* when a segment will count as lost; 0 = none */
+        } rack;
     } tx;
 
     struct {
@@ -132,6 +185,8 @@ struct usnic_rel {
         bool ack_now;            /* a duplicate arrived: ACK without delay */
         uint32_t unacked;        /* packets accepted since our last ACK */
         uint64_t ack_owed_since; /* transport time when ack_owed became true */
+        uint32_t ts_recent;      /* ts the next ACK echoes (0: none yet) */
+        bool ts_held;            /* ts_recent is of a packet not acknowledged yet */
     } rx;
 
     uint32_t ack_every; /* ACK at once after this many unacknowledged packets */
@@ -145,7 +200,7 @@ struct usnic_rel {
  */
 int usnic_rel_init(struct usnic_rel *rel, const struct usnic_rel_ops *ops, void *ctx,
                    uint32_t tx_win, uint32_t rx_win, usnic_seq_t tx_isn, usnic_seq_t rx_isn,
-                   uint32_t fast_retrans_dups);
+                   uint32_t fast_retrans_dups, const struct usnic_rel_timing *timing);
 void usnic_rel_fini(struct usnic_rel *rel);
 
 /* ---- sender ---- */
@@ -163,31 +218,38 @@ static inline bool usnic_rel_tx_window_open(const struct usnic_rel *rel)
 /* Give seg the next sequence number and a window slot.  The window must be open. */
 usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg);
 
-/*
- * Process a selective ACK that came with cumulative ACK `ack` (call after
- * usnic_rel_tx_ack()): bit i of `bits` reports ack + 2 + i as received.
- * Returns the number of segments released.
- */
-int usnic_rel_tx_sack(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits);
+/* The timestamp to put in a data packet sent at `now` (never 0). */
+static inline uint32_t usnic_rel_ts(uint64_t now)
+{
+    uint32_t ts = (uint32_t) now;
+    return ts ? ts : 1u;
+}
 
-/* The segment was just handed to the wire (first send or resend): arm its timer. */
-void usnic_rel_tx_sent(struct usnic_rel *rel, struct usnic_rel_seg *seg);
+/* The segment was just handed to the wire (first send or resend) at `now`. */
+void usnic_rel_tx_sent(struct usnic_rel *rel, struct usnic_rel_seg *seg, uint64_t now);
 
 /*
- * Process a cumulative ACK.  explicit_ack is true for ACK packets (only
- * those count as duplicate ACKs).  Returns the number of segments released,
- * or -1 if the ACK acknowledges sequence numbers never sent (bad packet).
+ * Process an ACK: cumulative `ack`, and with it a selective-ACK bitmap
+ * (bit i reports ack + 2 + i as received; 0 if none) and the timestamp
+ * echo (0: none).  explicit_ack is true for ACK packets (only those count
+ * as duplicate ACKs).  Returns the number of segments released, or -1 if
+ * the ACK acknowledges sequence numbers never sent (bad packet: nothing is
+ * changed).
  */
-int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack);
+int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, uint64_t sack_bits,
+                     uint32_t ts_echo, uint64_t now);
 
 /* Handing the segment to the wire failed: queue it for resend (not counted as a retransmit). */
 void usnic_rel_tx_send_failed(struct usnic_rel *rel, struct usnic_rel_seg *seg);
 
-/* The segment's retransmit timer expired. */
-void usnic_rel_tx_timeout(struct usnic_rel *rel, struct usnic_rel_seg *seg);
+/* The connection's timer (ops->timer_set) expired. */
+void usnic_rel_tx_timer(struct usnic_rel *rel, uint64_t now);
 
 /* Oldest segment still unacknowledged (not released by an ACK or SACK), or NULL. */
 struct usnic_rel_seg *usnic_rel_tx_oldest(const struct usnic_rel *rel);
+
+/* The retransmission timeout in force now, backoff included. */
+uint64_t usnic_rel_tx_rto(const struct usnic_rel *rel);
 
 /* ---- receiver ---- */
 
@@ -196,13 +258,13 @@ enum usnic_rx_verdict usnic_rel_rx_check(const struct usnic_rel *rel, usnic_seq_
 
 /*
  * Record the packet as received (after usnic_rel_rx_check() said NEW and the
- * transport accepted the content).  now is the transport's clock, used for
- * the delayed ACK.
+ * transport accepted the content).  ts is the packet's timestamp (for the
+ * echo), now the transport's clock, used for the delayed ACK.
  */
-void usnic_rel_rx_commit(struct usnic_rel *rel, usnic_seq_t seq, uint64_t now);
+void usnic_rel_rx_commit(struct usnic_rel *rel, usnic_seq_t seq, uint32_t ts, uint64_t now);
 
-/* A duplicate arrived (usnic_rel_rx_check() said DUP): count it, ACK soon. */
-void usnic_rel_rx_duplicate(struct usnic_rel *rel);
+/* A duplicate arrived (usnic_rel_rx_check() said DUP), with timestamp ts: count it, ACK soon. */
+void usnic_rel_rx_duplicate(struct usnic_rel *rel, uint32_t ts);
 
 /* The cumulative ACK value to send: the last in-order sequence number. */
 static inline usnic_seq_t usnic_rel_rx_ack_value(const struct usnic_rel *rel)
@@ -226,6 +288,7 @@ static inline void usnic_rel_ack_sent(struct usnic_rel *rel)
     rel->rx.ack_owed = false;
     rel->rx.ack_now = false;
     rel->rx.unacked = 0;
+    rel->rx.ts_held = false;
 }
 
 #endif /* BTL_USNIC_REL_H */

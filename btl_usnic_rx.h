@@ -63,7 +63,7 @@ struct usnic_rx_ops {
 struct usnic_rx_params {
     uint64_t job_key;
     uint64_t max_msg_len; /* largest PML fragment we reassemble */
-    uint64_t now;         /* transport clock, for the delayed ACK */
+    uint64_t now;         /* transport clock: round trips, loss detection, delayed ACK */
 };
 
 /* Hand every fragment that is complete and next in order to the PML. */
@@ -82,7 +82,7 @@ static inline void usnic_rx_commit(const struct usnic_rx_ops *ops, void *t,
                                    const struct usnic_rx_conn *c, const struct usnic_pkt_view *v,
                                    uint64_t now)
 {
-    usnic_rel_rx_commit(c->rel, v->hdr->seq, now);
+    usnic_rel_rx_commit(c->rel, v->hdr->seq, v->hdr->ts, now);
     ops->accepted(t, c->ep, v->payload_len);
 }
 
@@ -111,13 +111,11 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
     }
 
     if (hdr->flags & USNIC_PKT_FLAG_ACK) {
-        int released = usnic_rel_tx_ack(c.rel, hdr->ack_seq, USNIC_PKT_ACK == hdr->type);
+        int released = usnic_rel_tx_ack(c.rel, hdr->ack_seq, USNIC_PKT_ACK == hdr->type,
+                                        (NULL != v.sack) ? v.sack->bits : 0, hdr->ts_echo, p->now);
         if (released < 0) {
             ops->drop(t, c.ep, USNIC_DROP_ACK_RANGE);
             return USNIC_DROP_ACK_RANGE;
-        }
-        if (NULL != v.sack) {
-            released += usnic_rel_tx_sack(c.rel, hdr->ack_seq, v.sack->bits);
         }
         if (released > 0) {
             ops->acked(t, c.ep, released);
@@ -136,7 +134,7 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
     case USNIC_RX_NEW:
         break;
     case USNIC_RX_DUP:
-        usnic_rel_rx_duplicate(c.rel);
+        usnic_rel_rx_duplicate(c.rel, hdr->ts);
         ops->ack_schedule(t, c.ep);
         ops->drop(t, c.ep, USNIC_DROP_DUPLICATE);
         return USNIC_DROP_DUPLICATE;

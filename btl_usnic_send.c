@@ -17,6 +17,17 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
+/* The clock for the reliability core: the progress call's reading while in
+ * progress, a fresh one for a send the PML makes from outside it (the
+ * application may have been away for long). */
+static inline uint64_t usnic_module_now(usnic_module_t *module)
+{
+    if (!module->in_progress) {
+        module->now_us = usnic_now_us();
+    }
+    return module->now_us;
+}
+
 /* Put our cumulative ACK for this peer in the header; true if one was owed. */
 static inline bool fill_ack(mca_btl_base_endpoint_t *ep, struct usnic_pkt_hdr *hdr)
 {
@@ -24,6 +35,7 @@ static inline bool fill_ack(mca_btl_base_endpoint_t *ep, struct usnic_pkt_hdr *h
 
     hdr->flags |= USNIC_PKT_FLAG_ACK;
     hdr->ack_seq = usnic_rel_rx_ack_value(&ep->rel);
+    hdr->ts_echo = ep->rel.rx.ts_recent;
     usnic_rel_ack_sent(&ep->rel);
     return owed;
 }
@@ -83,9 +95,10 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
                          enum usnic_channel_id cid)
 {
     struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) seg->buf;
+    uint64_t now = usnic_module_now(module);
 
     if (0 == usnic_rel_tx_inflight(&ep->rel)) {
-        ep->last_progress_us = usnic_now_us(); /* fresh: the app may have been away for long */
+        ep->last_progress_us = now; /* fresh: the app may have been away for long */
     }
     seg->rel.lane = (uint8_t) cid; /* each channel is one UDP socket: in order */
     hdr->seq = usnic_rel_tx_push(&ep->rel, &seg->rel);
@@ -96,8 +109,9 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
     if (fill_ack(ep, hdr)) {
         module->stats.piggy_acks++;
     }
+    hdr->ts = usnic_rel_ts(now);
     if (OPAL_LIKELY(OPAL_SUCCESS == post(module, seg, cid, ep->addr[cid]))) {
-        usnic_rel_tx_sent(&ep->rel, &seg->rel);
+        usnic_rel_tx_sent(&ep->rel, &seg->rel, now);
     } else {
         usnic_rel_tx_send_failed(&ep->rel, &seg->rel);
     }
@@ -298,6 +312,13 @@ int usnic_progress_resends(usnic_module_t *module)
         if (fill_ack(ep, hdr)) {
             module->stats.piggy_acks++;
         }
+        /* a probe or a timeout's resend asks the peer to ACK at once */
+        if (seg->rel.state & USNIC_REL_SEG_ACK_REQ) {
+            hdr->flags |= USNIC_PKT_FLAG_ACK_REQ;
+        } else {
+            hdr->flags &= (uint8_t) ~USNIC_PKT_FLAG_ACK_REQ;
+        }
+        hdr->ts = usnic_rel_ts(module->now_us); /* this copy's own send time */
         rc = post(module, seg, USNIC_CHAN_DATA, ep->addr[USNIC_CHAN_DATA]);
         if (OPAL_SUCCESS != rc) {
             break;
@@ -306,7 +327,7 @@ int usnic_progress_resends(usnic_module_t *module)
         if (seg->rel.sends > 0) {
             module->stats.retrans++;
         }
-        usnic_rel_tx_sent(&ep->rel, &seg->rel);
+        usnic_rel_tx_sent(&ep->rel, &seg->rel, module->now_us);
         sent++;
     }
     return sent;

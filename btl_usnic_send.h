@@ -21,6 +21,8 @@ static inline void usnic_pkt_hdr_init(const usnic_module_t *module, struct usnic
     hdr->ack_seq = 0;
     hdr->payload_len = payload_len;
     hdr->msg_id = msg_id;
+    hdr->ts = 0;
+    hdr->ts_echo = 0;
 }
 
 /* Send a SMALL fragment now: OPAL_SUCCESS, or OPAL_ERR_RESOURCE_BUSY (window, credits). */

@@ -16,6 +16,7 @@ static void collect(usnic_module_t *module)
     s->fast_retrans = 0;
     s->timeout_retrans = 0;
     s->sack_retrans = 0;
+    s->tlp_probes = 0;
     s->frags_waited = 0;
     for (item = opal_list_get_first(&module->endpoints);
          item != opal_list_get_end(&module->endpoints); item = opal_list_get_next(item)) {
@@ -23,6 +24,7 @@ static void collect(usnic_module_t *module)
         s->fast_retrans += ep->rel.stats.retrans_fast;
         s->timeout_retrans += ep->rel.stats.retrans_timeout;
         s->sack_retrans += ep->rel.stats.retrans_sack;
+        s->tlp_probes += ep->rel.stats.tlp_probes;
         s->frags_waited += ep->reasm.waited;
     }
 }

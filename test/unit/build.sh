@@ -16,7 +16,7 @@ mode=${USNIC_UNIT_MODE:-asan}
 CC=${CC:-gcc}
 CFLAGS="-std=c11 -O1 -g -Wall -Wextra -Werror -I. -DBTL_USNIC_UNIT_TEST=1"
 CORE="btl_usnic_rel.c btl_usnic_reasm.c btl_usnic_reg.c btl_usnic_proto.c"
-TESTS="test_rel test_proto"
+TESTS="test_rel test_proto test_model"
 
 case $mode in
 asan)
@@ -35,6 +35,10 @@ valgrind)
     command -v valgrind >/dev/null 2>&1 || { echo "valgrind not found"; exit 1; }
     LIMIT=${USNIC_UNIT_TIMEOUT:-900}
     RUNNER="valgrind -q --error-exitcode=1 --leak-check=full"
+    # the model test's millions of steps are for the sanitizer build; under
+    # valgrind (~40x slower) a shorter run still covers every code path
+    USNIC_MODEL_STEPS=${USNIC_MODEL_STEPS:-60000}
+    export USNIC_MODEL_STEPS
     label="valgrind unit tests"
     ;;
 *)

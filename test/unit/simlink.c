@@ -279,63 +279,16 @@ static struct sim_ep *ep_of(struct usnic_rel *rel)
     return rel->ctx;
 }
 
-static void op_timer_arm(struct usnic_rel *rel, struct usnic_rel_seg *rseg)
+static void op_timer_set(struct usnic_rel *rel, uint64_t deadline)
 {
     struct sim_ep *ep = ep_of(rel);
-    struct sim *s = ep->sim;
-    struct sim_seg *seg = SEG_OF(rseg), *at;
 
-    if (seg->t_on) {
-        sim_error(s, "timer_arm on seq %u whose timer is already armed", rseg->seq);
-        return;
+    if (0 != deadline && deadline < ep->sim->now) {
+        sim_error(ep->sim, "timer set in the past (%" PRIu64 " < %" PRIu64 ")", deadline,
+                  ep->sim->now);
     }
-    seg->t_on = true;
-    seg->deadline = s->now + s->cfg.rto_ns;
-    /* keep the list sorted by deadline (arming order is almost always it) */
-    at = s->t_tail;
-    while (at && at->deadline > seg->deadline) {
-        at = at->t_prev;
-    }
-    seg->t_prev = at;
-    seg->t_next = at ? at->t_next : s->t_head;
-    if (seg->t_next) {
-        seg->t_next->t_prev = seg;
-    } else {
-        s->t_tail = seg;
-    }
-    if (at) {
-        at->t_next = seg;
-    } else {
-        s->t_head = seg;
-    }
-}
-
-static void timer_unlink(struct sim *s, struct sim_seg *seg)
-{
-    if (seg->t_prev) {
-        seg->t_prev->t_next = seg->t_next;
-    } else {
-        s->t_head = seg->t_next;
-    }
-    if (seg->t_next) {
-        seg->t_next->t_prev = seg->t_prev;
-    } else {
-        s->t_tail = seg->t_prev;
-    }
-    seg->t_prev = seg->t_next = NULL;
-    seg->t_on = false;
-}
-
-static void op_timer_cancel(struct usnic_rel *rel, struct usnic_rel_seg *rseg)
-{
-    struct sim_ep *ep = ep_of(rel);
-    struct sim_seg *seg = SEG_OF(rseg);
-
-    if (!seg->t_on) {
-        sim_error(ep->sim, "timer_cancel on seq %u without an armed timer", rseg->seq);
-        return;
-    }
-    timer_unlink(ep->sim, seg);
+    ep->timer_deadline = deadline;
+    ep->st.timer_sets++;
 }
 
 static void rq_unlink(struct sim_ep *ep, struct sim_seg *seg)
@@ -362,9 +315,6 @@ static void op_resend(struct usnic_rel *rel, struct usnic_rel_seg *rseg)
     if (seg->q_on) {
         sim_error(ep->sim, "resend of seq %u already on the resend queue", rseg->seq);
         return;
-    }
-    if (seg->t_on) {
-        sim_error(ep->sim, "resend of seq %u with its timer still armed", rseg->seq);
     }
     seg->q_on = true;
     seg->q_next = NULL;
@@ -401,10 +351,6 @@ static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *rseg)
     struct sim_ep *ep = ep_of(rel);
     struct sim_seg *seg = SEG_OF(rseg);
 
-    if (seg->t_on) {
-        sim_error(ep->sim, "seq %u acked with its timer armed", rseg->seq);
-        timer_unlink(ep->sim, seg);
-    }
     if (seg->q_on) {
         sim_error(ep->sim, "seq %u acked while on the resend queue", rseg->seq);
         rq_unlink(ep, seg);
@@ -414,11 +360,10 @@ static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *rseg)
 }
 
 static const struct usnic_rel_ops sim_rel_ops = {
-    .timer_arm = op_timer_arm,
-    .timer_cancel = op_timer_cancel,
     .resend = op_resend,
     .resend_cancel = op_resend_cancel,
     .acked = op_acked,
+    .timer_set = op_timer_set,
 };
 
 /* ---------------------------------------------------------------- reassembly buffers */
@@ -472,6 +417,9 @@ void sim_cfg_default(struct sim_cfg *c)
     c->latency_ns = 5000;
     c->ps_per_byte = 800;
     c->rto_ns = 5000000;
+    c->rto_min_ns = 200000;
+    c->rto_max_ns = 100000000;
+    c->tlp = true;
     c->ack_delay_ns = 50000;
     c->tx_win[0] = c->tx_win[1] = 64;
     c->rx_win[0] = c->rx_win[1] = 64;
@@ -502,8 +450,13 @@ int sim_init(struct sim *s, const struct sim_cfg *c)
         ep->known[0].module = c->module_id[1 - i];
         ep->known[0].ep = 1 - i;
         ep->nknown = 1;
+        struct usnic_rel_timing timing = {.rto_init = c->rto_ns,
+                                          .rto_min = c->rto_min_ns,
+                                          .rto_max = c->rto_max_ns,
+                                          .ack_delay = c->ack_delay_ns,
+                                          .tlp = c->tlp};
         if (0 != usnic_rel_init(&ep->rel, &sim_rel_ops, ep, c->tx_win[i], c->rx_win[i], c->isn[i],
-                                c->isn[1 - i], c->fast_retrans_dups)) {
+                                c->isn[1 - i], c->fast_retrans_dups, &timing)) {
             return -1;
         }
         /* as the BTL does: ACK at once after a quarter of the peer's send window */
@@ -555,7 +508,6 @@ void sim_fini(struct sim *s)
         ep->seq_msg = NULL;
         ep->rx_log = NULL;
     }
-    s->t_head = s->t_tail = NULL;
 }
 
 void sim_forget_sender(struct sim *s, int at, uint32_t module)
@@ -727,8 +679,12 @@ static bool post_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg, bool
     if (seg->q_on) {
         rq_unlink(ep, seg);
     }
+    /* as the BTL: a probe or a timeout's resend asks for an immediate ACK */
+    ack_req = ack_req || (seg->rel.state & USNIC_REL_SEG_ACK_REQ);
     h->flags = USNIC_PKT_FLAG_ACK | (ack_req ? USNIC_PKT_FLAG_ACK_REQ : 0);
     h->ack_seq = usnic_rel_rx_ack_value(&ep->rel);
+    h->ts = usnic_rel_ts(s->now);
+    h->ts_echo = ep->rel.rx.ts_recent;
     xmit(s, ep, seg->pkt, seg->len);
     usnic_rel_ack_sent(&ep->rel);
     if (ack_req) {
@@ -741,7 +697,7 @@ static bool post_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg, bool
         ep->st.tx_resent++;
     }
     seg->last_sent_ns = s->now;
-    usnic_rel_tx_sent(&ep->rel, &seg->rel);
+    usnic_rel_tx_sent(&ep->rel, &seg->rel, s->now);
     return true;
 }
 
@@ -756,6 +712,7 @@ static void send_ack(struct sim *s, struct sim_ep *ep)
     sk.bits = s->cfg.no_sack ? 0 : usnic_rel_rx_sack_bits(&ep->rel);
     sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | (sk.bits ? USNIC_PKT_FLAG_SACK : 0), 0,
                  ep->module_id, s->cfg.job_key, 0, usnic_rel_rx_ack_value(&ep->rel));
+    h.ts_echo = ep->rel.rx.ts_recent;
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, &sk, sk.bits ? sizeof(sk) : 0);
     xmit(s, ep, (const uint8_t *) buf, len);
     usnic_rel_ack_sent(&ep->rel);
@@ -1025,8 +982,10 @@ static bool next_event(const struct sim *s, uint64_t *t)
     if (s->nheap) {
         CONSIDER(s->heap[0]->t);
     }
-    if (s->t_head) {
-        CONSIDER(s->t_head->deadline);
+    for (int i = 0; i < 2; i++) {
+        if (s->ep[i].timer_deadline) {
+            CONSIDER(s->ep[i].timer_deadline);
+        }
     }
     for (int i = 0; i < 2; i++) {
         const struct sim_ep *ep = &s->ep[i];
@@ -1058,10 +1017,12 @@ bool sim_step(struct sim *s)
         free(p->buf);
         free(p);
     }
-    while (s->t_head && s->t_head->deadline <= s->now) {
-        struct sim_seg *seg = s->t_head;
-        timer_unlink(s, seg);
-        usnic_rel_tx_timeout(&seg->ep->rel, &seg->rel);
+    for (int i = 0; i < 2; i++) {
+        struct sim_ep *ep = &s->ep[i];
+        if (ep->timer_deadline && ep->timer_deadline <= s->now) {
+            ep->st.timer_fires++;
+            usnic_rel_tx_timer(&ep->rel, s->now);
+        }
     }
     pump(s, &s->ep[0]);
     pump(s, &s->ep[1]);
@@ -1070,7 +1031,7 @@ bool sim_step(struct sim *s)
 
 bool sim_quiescent(const struct sim *s)
 {
-    if (s->nheap || s->t_head) {
+    if (s->nheap) {
         return false;
     }
     for (int i = 0; i < 2; i++) {
@@ -1154,12 +1115,13 @@ void sim_summary(const struct sim *s, char *buf, size_t len)
         const struct sim_ep *ep = &s->ep[i];
         w = snprintf(buf + n, len - n,
                      " | %c: data=%" PRIu64 " resent=%" PRIu64 " acks=%" PRIu64 " sacks=%" PRIu64
-                     " rto=%" PRIu64 " fast=%" PRIu64 " sackre=%" PRIu64 " sacked=%" PRIu64
-                     " rearm=%" PRIu64 " dupacks=%" PRIu64 " deliv=%" PRIu64 " drops:",
+                     " rto=%" PRIu64 " tlp=%" PRIu64 " fast=%" PRIu64 " rack=%" PRIu64
+                     " sacked=%" PRIu64 " srtt=%" PRIu64 " dupacks=%" PRIu64 " deliv=%" PRIu64
+                     " drops:",
                      'A' + i, ep->st.tx_data, ep->st.tx_resent, ep->st.tx_acks, ep->st.tx_sacks,
-                     ep->rel.stats.retrans_timeout, ep->rel.stats.retrans_fast,
-                     ep->rel.stats.retrans_sack, ep->rel.stats.sacked, ep->rel.stats.timer_rearms,
-                     ep->rel.stats.dup_acks, ep->st.delivered);
+                     ep->rel.stats.retrans_timeout, ep->rel.stats.tlp_probes,
+                     ep->rel.stats.retrans_fast, ep->rel.stats.retrans_sack, ep->rel.stats.sacked,
+                     ep->rel.tx.srtt, ep->rel.stats.dup_acks, ep->st.delivered);
         n = (w > 0 && (size_t) w < len - n) ? n + (size_t) w : len;
         for (int r = 1; r < USNIC_DROP__COUNT && n < len; r++) {
             if (ep->drops[r]) {

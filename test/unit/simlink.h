@@ -107,7 +107,10 @@ struct sim_cfg {
     uint64_t reorder_max_ns; /* that extra delay is uniform in [0, reorder_max_ns] */
     uint64_t latency_ns;     /* one-way propagation delay */
     uint64_t ps_per_byte;    /* serialization: picoseconds per byte (800 = 10 Gb/s) */
-    uint64_t rto_ns;         /* retransmit timeout */
+    uint64_t rto_ns;         /* retransmit timeout before a round trip is measured */
+    uint64_t rto_min_ns;     /* floor of the measured timeout */
+    uint64_t rto_max_ns;     /* ceiling, backoff included */
+    bool tlp;                /* tail-loss probes */
     uint64_t ack_delay_ns;   /* delayed explicit ACK */
     uint32_t tx_win[2], rx_win[2];
     uint32_t fast_retrans_dups;
@@ -143,9 +146,6 @@ struct sim_seg {
     struct usnic_rel_seg rel; /* the core's part */
     struct sim_ep *ep;
     uint32_t msg;                    /* index of the message it carries */
-    struct sim_seg *t_prev, *t_next; /* timer list */
-    uint64_t deadline;
-    bool t_on;
     struct sim_seg *q_prev, *q_next; /* resend queue */
     bool q_on;
     uint64_t first_sent_ns, last_sent_ns;
@@ -182,6 +182,8 @@ struct sim_ep_stats {
     uint32_t reasm_fail_next;       /* test hook: fail this many buffer gets */
     bool reasm_never_refuse_urgent; /* ... but never one for the fragment next in order */
     uint64_t reasm_urgent;          /* buffer gets for the fragment next in order */
+    uint64_t timer_sets;            /* deadlines the core gave */
+    uint64_t timer_fires;           /* times the connection's timer fired */
 };
 
 #define SIM_MAX_KNOWN 4
@@ -189,6 +191,7 @@ struct sim_ep_stats {
 struct sim_ep {
     struct sim *sim;
     int idx;
+    uint64_t timer_deadline; /* the core's timer (0: none) */
     uint32_t module_id;
     uint32_t tx_isn;
     struct {
@@ -245,7 +248,6 @@ struct sim {
     size_t nheap, heap_cap;
     uint64_t pkt_order;
 
-    struct sim_seg *t_head, *t_tail;
 
     sim_filter_fn filter;
     void *filter_arg;

@@ -101,7 +101,7 @@ static void test_parse_valid(void)
     memset(&v, 0xFF, sizeof(v));
     r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
     check(r == USNIC_PKT_OK && v.hdr == H(buf) && !v.chunk && !v.put && v.payload_len == 0 &&
-              v.payload == (uint8_t *) buf + 32,
+              v.payload == (uint8_t *) buf + sizeof(struct usnic_pkt_hdr),
           "parse/valid_ack", "r=%s", usnic_drop_reason_name(r));
 
     len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ, NULL, NULL, NULL, 0);
@@ -112,7 +112,8 @@ static void test_parse_valid(void)
         len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, &sk,
                  sizeof(sk));
         r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
-        check(r == USNIC_PKT_OK && v.sack == (const void *) ((uint8_t *) buf + 32) &&
+        check(r == USNIC_PKT_OK &&
+                  v.sack == (const void *) ((uint8_t *) buf + sizeof(struct usnic_pkt_hdr)) &&
                   v.sack->bits == sk.bits && !v.chunk && !v.put && v.payload_len == 8,
               "parse/valid_ack_with_sack", "r=%s", usnic_drop_reason_name(r));
         len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
@@ -124,7 +125,7 @@ static void test_parse_valid(void)
     len = mk(buf, USNIC_PKT_FRAG, 0, NULL, NULL, pay, 777);
     r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
     check(r == USNIC_PKT_OK && v.hdr == H(buf) && !v.chunk && !v.put && !v.sack &&
-              v.payload_len == 777 && v.payload == (uint8_t *) buf + 32 &&
+              v.payload_len == 777 && v.payload == (uint8_t *) buf + sizeof(struct usnic_pkt_hdr) &&
               0 == memcmp(v.payload, pay, 777),
           "parse/valid_frag", "r=%s", usnic_drop_reason_name(r));
 
@@ -716,6 +717,28 @@ static void test_reasm_check(void)
           "reasm/alloc_failure_is_reassembly_and_retryable", "r=%s", usnic_drop_reason_name(r));
 
     /* fini returns the buffers of fragments under way or waiting */
+    usnic_reasm_table_fini(&t);
+
+    /* 62 slots become 64: consecutive numbers across the 32-bit wrap never
+     * share a slot (with msg_id % 62, 0xFFFFFFFC and 0 did) */
+    usnic_reasm_table_init(&t, 62, &alloc, 0xFFFFFFF0u);
+    ok = 64 == t.nslots;
+    for (uint32_t k = 0; k < 64; k++) {
+        uint32_t id = 0xFFFFFFF0u + k;
+        ok = ok && USNIC_PKT_OK == usnic_reasm_check(&t, id, 10, 1, true) &&
+             USNIC_PKT_OK == usnic_reasm_hold(&t, id, data, 10, 1);
+    }
+    ok = ok && USNIC_DROP_REASSEMBLY == usnic_reasm_check(&t, 0xFFFFFFF0u + 64u, 10, 1, true);
+    for (uint32_t k = 0; ok && k < 64; k++) {
+        done = usnic_reasm_pop(&t);
+        ok = NULL != done && done->msg_id == 0xFFFFFFF0u + k;
+        if (done) {
+            usnic_reasm_release(&t, done);
+        }
+    }
+    check(ok && 0x30u == t.next, "reasm/table_power_of_two_across_wrap", "nslots=%u next=%#x",
+          t.nslots, t.next);
+    usnic_reasm_hold(&t, 0x35u, data, 10, 2);
     usnic_reasm_hold(&t, 15, data, 10, 2);
     usnic_reasm_table_fini(&t);
     check(a.gets == a.puts, "reasm/fini_releases_active", "gets=%d puts=%d", a.gets, a.puts);
@@ -1123,7 +1146,7 @@ static void test_dump(void)
         len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, &sk, sizeof(sk));
         n = usnic_pkt_dump(buf, len, out, sizeof(out));
         ok = has(out, "sack=0x00000000deadbeef") && has(out, "flags=0x05") && n == strlen(out);
-        for (size_t l = 32; l < len; l++) { /* bitmap cut short: not printed, not read */
+        for (size_t l = sizeof(h); l < len; l++) { /* bitmap cut short: not printed, not read */
             uint8_t *copy = malloc(l);
             memcpy(copy, buf, l);
             usnic_pkt_dump(copy, l, out, sizeof(out));
@@ -1144,7 +1167,7 @@ static void test_dump(void)
         n = usnic_pkt_dump(copy, l, out, sizeof(out));
         free(copy);
         ok = n == strlen(out);
-        if (l < 32) {
+        if (l < sizeof(struct usnic_pkt_hdr)) {
             ok = ok && has(out, "short");
         } else if (l < USNIC_HDR_LEN_CHUNK) {
             ok = ok && has(out, "msg_id=77") && !has(out, "msg_len");
@@ -1215,11 +1238,11 @@ static size_t hdr_len_of(unsigned type)
     switch (type) {
     case USNIC_PKT_ACK:
     case USNIC_PKT_FRAG:
-        return 32;
+        return 40; /* the common header */
     case USNIC_PKT_CHUNK:
-        return USNIC_HDR_LEN_CHUNK;
+        return 40 + 16;
     case USNIC_PKT_PUT:
-        return USNIC_HDR_LEN_PUT;
+        return 40 + 16 + 16;
     default:
         return 0;
     }
@@ -1255,13 +1278,13 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
     if (USNIC_PKT_FRAG == h.type) {
         return true;
     }
-    memcpy(&c, b + 32, sizeof(c));
+    memcpy(&c, b + sizeof(h), sizeof(c));
     if (0 == c.msg_len || 0 == h.payload_len || (USNIC_PKT_CHUNK == h.type && c.msg_len > max) ||
         c.offset > c.msg_len || h.payload_len > c.msg_len - c.offset) {
         return false;
     }
     if (USNIC_PKT_PUT == h.type) {
-        memcpy(&p, b + USNIC_HDR_LEN_CHUNK, sizeof(p));
+        memcpy(&p, b + 40 + 16, sizeof(p));
         return p.reg_offset <= UINT64_MAX - c.msg_len;
     }
     return true;
@@ -1285,7 +1308,7 @@ static uint64_t interesting(struct sim_rng *r, size_t len)
     case 6:
         return len;
     case 7:
-        return len - 32;
+        return len - sizeof(struct usnic_pkt_hdr);
     case 8:
         return len - USNIC_HDR_LEN_CHUNK;
     case 9:
@@ -1338,8 +1361,8 @@ static void mutate(struct sim_rng *r, uint8_t *b, size_t *len)
 {
     static const struct {
         size_t off, size;
-    } fields[] = {{0, 1},  {1, 1},  {2, 1},  {3, 1},  {4, 4},  {8, 8},  {16, 4},
-                  {20, 4}, {24, 4}, {28, 4}, {32, 8}, {40, 8}, {48, 8}, {56, 8}};
+    } fields[] = {{0, 1},  {1, 1},  {2, 1},  {3, 1},  {4, 4},  {8, 8},  {16, 4}, {20, 4},
+                  {24, 4}, {28, 4}, {32, 4}, {36, 4}, {40, 8}, {48, 8}, {56, 8}, {64, 8}};
     int n = 1 + (int) sim_rng_below(r, 3);
 
     for (int i = 0; i < n; i++) {
@@ -1444,7 +1467,8 @@ static void test_fuzz(void)
             bool chunked = copy[1] == USNIC_PKT_CHUNK || copy[1] == USNIC_PKT_PUT;
             if ((const void *) v.hdr != copy || v.payload != copy + hl ||
                 (size_t) v.payload_len != len - hl ||
-                (chunked ? (const void *) v.chunk != copy + 32 : NULL != v.chunk) ||
+                (chunked ? (const void *) v.chunk != copy + sizeof(struct usnic_pkt_hdr)
+                         : NULL != v.chunk) ||
                 (copy[1] == USNIC_PKT_PUT ? (const void *) v.put != copy + USNIC_HDR_LEN_CHUNK
                                           : NULL != v.put)) {
                 view_bad++;
