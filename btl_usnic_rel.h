@@ -96,9 +96,9 @@ struct usnic_rel_seg {
     usnic_seq_t seq;
     uint32_t state;   /* USNIC_REL_SEG_* */
     uint32_t sends;   /* times put on the wire */
-    uint8_t lane;     /* set by the transport before usnic_rel_tx_push(): segments of one
-                         lane arrive in order unless lost (e.g. one UDP socket); lanes
-                         may overtake each other */
+    uint8_t lane;     /* set by the transport before each usnic_rel_tx_sent() (push for the
+                         first): copies sent on one lane arrive in order unless lost
+                         (e.g. one UDP socket); lanes may overtake each other */
     uint64_t xmit_ts; /* when it was last put on the wire */
 };
 

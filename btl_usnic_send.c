@@ -319,6 +319,10 @@ int usnic_progress_resends(usnic_module_t *module)
             hdr->flags &= (uint8_t) ~USNIC_PKT_FLAG_ACK_REQ;
         }
         hdr->ts = usnic_rel_ts(module->now_us); /* this copy's own send time */
+        /* every resend goes on the data channel: that is this copy's lane
+         * (a newer priority-channel packet may overtake it without it
+         * being lost) */
+        seg->rel.lane = (uint8_t) USNIC_CHAN_DATA;
         rc = post(module, seg, USNIC_CHAN_DATA, ep->addr[USNIC_CHAN_DATA]);
         if (OPAL_SUCCESS != rc) {
             break;

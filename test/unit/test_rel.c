@@ -569,6 +569,16 @@ static void test_rel_rack(void)
     check(r.resends == 1 && rel.stats.retrans_sack == 0 && rel.stats.retrans_timeout == 1,
           "rack/other_lane_overtaking_not_loss", "resends=%d rack=%" PRIu64, r.resends,
           rel.stats.retrans_sack);
+    /* 100 is resent on lane 1 (the transport resends on its data channel);
+     * a newer lane-0 packet acknowledged first is no sign of its loss */
+    segs[0].lane = 1;
+    resend_queued(&rel, segs, 5, 100001);
+    segs[5].lane = 0;
+    push_sent_at(&rel, &segs[5], 1, 100002); /* 105 */
+    usnic_rel_tx_ack(&rel, 99, true, 0xF | (1u << 4), 0, 100100);
+    usnic_rel_tx_timer(&rel, rel.tx.rack.deadline ? rel.tx.rack.deadline : 100200);
+    check(r.resends == 1 && rel.stats.retrans_sack == 0, "rack/resent_copy_on_other_lane_not_lost",
+          "resends=%d rack=%" PRIu64, r.resends, rel.stats.retrans_sack);
     usnic_rel_fini(&rel);
 }
 
