@@ -1,8 +1,9 @@
 #!/bin/bash
 # Bad user input gets a clear help message that names the parameter and says
 # how to fix it: an unparsable CIDR, a window of zero, a loss rate above 1, a
-# negative in-flight limit, and an interface that does not exist.  Only the
-# message text is checked.
+# negative in-flight limit, a retransmission timeout ceiling below its
+# floor, tail-loss probes neither on nor off, and an interface that does not
+# exist.  Only the message text is checked.
 . "$(dirname "$0")/../lib/mpitest.sh"
 usnic_mode || { pass "bad params (skipped with USNIC_TEST_BTL=tcp)"; finish; }
 build_prog trivial || finish
@@ -40,6 +41,11 @@ expect_help "drop rate above 1" "--mca btl_usnic_debug_drop_rate 1.5" \
     "Parameter: btl_usnic_debug_drop_rate" "between 0 and 1"
 expect_help "negative in-flight limit" "--mca btl_usnic_max_inflight -5" \
     "Parameter: btl_usnic_max_inflight" "no limit"
+expect_help "timeout ceiling below floor" \
+    "--mca btl_usnic_retrans_timeout_min 5000 --mca btl_usnic_retrans_timeout_max 1000" \
+    "Parameter: btl_usnic_retrans_timeout_max" "at least btl_usnic_retrans_timeout_min"
+expect_help "tlp neither on nor off" "--mca btl_usnic_tlp 2" \
+    "Parameter: btl_usnic_tlp" "1 (on) or 0 (off)"
 IF_OVERRIDE= expect_help "missing interface" "--mca btl_usnic_if_include nosuchif0" \
     "found no usable network device" "btl_usnic_if_include: *nosuchif0"
 finish

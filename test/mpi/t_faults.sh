@@ -6,9 +6,11 @@
 # (pingpong -i scales its iterations per size; every size runs at least once)
 # Each run must still verify all data, usnic must have carried it, and the
 # stats must show that packets were really dropped (inj_drop > 0) and
-# recovered by retransmission (retrans > 0); the 5% run must also show
-# injected duplicates and reorderings (inj_dup, inj_reorder > 0) and
-# discarded duplicates (dup_rx > 0).
+# recovered by retransmission (retrans > 0), tail losses by tail-loss
+# probes (tlp_probes > 0); the 5% and 20% runs must also show holes found
+# by the ACKs (RACK: sack_retrans > 0), the 5% run injected duplicates and
+# reorderings (inj_dup, inj_reorder > 0) and discarded duplicates
+# (dup_rx > 0).
 #
 # Overrides: FAULT_SEED (4242), FAULT_MAX (4 MiB), FAULT_MAX20 (1 MiB),
 # FAULT_ITERS (pingpong -i for all three runs).
@@ -42,13 +44,13 @@ fault_run() {
     pass "$name recovery"
 }
 
-fault_run "faults drop=0.01" "$max" 1 "inj_drop retrans" \
+fault_run "faults drop=0.01" "$max" 1 "inj_drop retrans tlp_probes" \
     --mca btl_usnic_debug_drop_rate 0.01
 fault_run "faults drop=0.05 dup=0.02 reorder=0.05" "$max" 0.5 \
-    "inj_drop retrans inj_dup inj_reorder dup_rx" \
+    "inj_drop retrans tlp_probes sack_retrans inj_dup inj_reorder dup_rx" \
     --mca btl_usnic_debug_drop_rate 0.05 \
     --mca btl_usnic_debug_dup_rate 0.02 \
     --mca btl_usnic_debug_reorder_rate 0.05
-fault_run "faults drop=0.20" "$max20" 0.25 "inj_drop retrans" \
+fault_run "faults drop=0.20" "$max20" 0.25 "inj_drop retrans tlp_probes sack_retrans" \
     --mca btl_usnic_debug_drop_rate 0.20
 finish

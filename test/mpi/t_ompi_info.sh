@@ -14,7 +14,9 @@ params="btl_usnic_providers btl_usnic_if_include btl_usnic_if_exclude
         btl_usnic_max_btls btl_usnic_eager_limit btl_usnic_rndv_eager_limit
         btl_usnic_max_send_size btl_usnic_retrans_timeout
         btl_usnic_print_stats btl_usnic_debug_drop_rate
-        btl_usnic_rd_num btl_usnic_max_inflight btl_usnic_stream_copy_min"
+        btl_usnic_rd_num btl_usnic_max_inflight btl_usnic_stream_copy_min
+        btl_usnic_retrans_timeout_min btl_usnic_retrans_timeout_max
+        btl_usnic_tlp"
 
 info=$TEST_TMP/logs/$MT_NAME.ompi_info.log
 timeout 60 ompi_info --param btl usnic --level 9 > "$info" 2>&1
