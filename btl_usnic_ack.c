@@ -27,6 +27,13 @@ int usnic_progress_acks(usnic_module_t *module, uint64_t now)
         mca_btl_base_endpoint_t *ep = usnic_ep_of_ack_item(item);
         next = opal_list_get_next(item);
 
+        if (0 != ep->ping_ts) {
+            /* a ping the reliability core wants (it carries our ACK too) */
+            if (OPAL_SUCCESS != usnic_send_ping(module, ep)) {
+                break;
+            }
+            sent++;
+        }
         if (!ep->rel.rx.ack_owed && !ep->rel.rx.ack_now) {
             /* already piggy-backed */
             opal_list_remove_item(&module->ack_eps, item);

@@ -9,6 +9,7 @@
 
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
+#include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
 static void endpoint_construct(mca_btl_base_endpoint_t *ep)
@@ -18,6 +19,7 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->timer_item, opal_list_item_t);
     ep->on_timer_list = false;
     ep->timer_deadline = 0;
+    ep->ping_ts = 0;
     OBJ_CONSTRUCT(&ep->sendq, opal_list_t);
     ep->on_sendq_list = false;
     ep->on_ack_list = false;
@@ -146,11 +148,25 @@ static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *r)
     usnic_seg_put(seg); /* the window's reference */
 }
 
+/* The core wants a ping on `lane`: send it now if the channel takes it,
+ * else it goes out from the ACK list (usnic_progress_acks). */
+static void op_probe(struct usnic_rel *rel, uint8_t lane, uint32_t ts)
+{
+    mca_btl_base_endpoint_t *ep = rel->ctx;
+
+    ep->ping_ts = ts;
+    ep->ping_lane = (lane < USNIC_NUM_CHANNELS) ? lane : (uint8_t) USNIC_CHAN_DATA;
+    if (OPAL_SUCCESS != usnic_send_ping(ep->module, ep)) {
+        usnic_ack_schedule(ep->module, ep);
+    }
+}
+
 static const struct usnic_rel_ops endpoint_rel_ops = {
     .resend = op_resend,
     .resend_cancel = op_resend_cancel,
     .acked = op_acked,
     .timer_set = op_timer_set,
+    .probe = op_probe,
 };
 
 /* ---- reassembly buffers ---- */

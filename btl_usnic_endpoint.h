@@ -20,6 +20,8 @@ struct mca_btl_base_endpoint_t {
     bool on_ack_list;
     bool on_timer_list;
     uint64_t timer_deadline; /* usnic_rel_tx_timer() is due then (0: no timer) */
+    uint32_t ping_ts;        /* a ping the core asked for and not sent yet (0: none) */
+    uint8_t ping_lane;       /* its channel */
 
     usnic_module_t *module;
     opal_proc_t *proc;

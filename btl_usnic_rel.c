@@ -45,7 +45,7 @@ int usnic_rel_init(struct usnic_rel *rel, const struct usnic_rel_ops *ops, void 
     rel->tx.acked = tx_isn - 1u;
     rel->tx.fast_retrans_dups = fast_retrans_dups;
     rel->tx.rto = clamp_rto(rel, timing->rto_init);
-    rel->tx.rack.high = tx_isn - 1u;
+    rel->tx.rack.end = tx_isn;
 
     rel->rx.win_size = round_up_pow2(rx_win ? rx_win : 1);
     rel->rx.seen = calloc(rel->rx.win_size, 1);
@@ -106,16 +106,16 @@ static void timer_update(struct usnic_rel *rel)
     }
 }
 
-/* Probe timeout: two round trips after the tail went out, plus the peer's
- * ACK delay when the tail is alone (nothing else makes the peer ACK at
- * once), never beyond the RTO.  Only with a measured round trip. */
+/* Probe timeout: two round trips after the tail went out (RFC 8985), or
+ * SRTT + 4 RTTVAR if round trips vary more than that (as QUIC's PTO: a
+ * peer that is often slow to answer gets fewer needless probes), plus the
+ * peer's ACK delay; never beyond the RTO.  Only with a measured round
+ * trip. */
 static uint64_t probe_timeout(const struct usnic_rel *rel, uint64_t rto)
 {
-    uint64_t pto = 2 * rel->tx.srtt;
+    uint64_t pto = 2 * rel->tx.srtt, var = rel->tx.srtt + 4 * rel->tx.rttvar;
 
-    if (1 == usnic_rel_tx_inflight(rel)) {
-        pto += rel->timing.ack_delay;
-    }
+    pto = ((var > pto) ? var : pto) + rel->timing.ack_delay;
     return (pto < rto) ? pto : rto;
 }
 
@@ -158,7 +158,7 @@ void usnic_rel_tx_sent(struct usnic_rel *rel, struct usnic_rel_seg *seg, uint64_
 {
     seg->sends++;
     seg->xmit_ts = now;
-    seg->state &= ~(USNIC_REL_SEG_RESEND | USNIC_REL_SEG_ACK_REQ);
+    seg->state &= ~USNIC_REL_SEG_RESEND;
     /* RFC 6298: start the timer if it is not running; RFC 8985: restart
      * the probe timeout after new data (the tail moved); and give a resent
      * oldest segment a whole timeout to be acknowledged (it may wait behind
@@ -169,10 +169,21 @@ void usnic_rel_tx_sent(struct usnic_rel *rel, struct usnic_rel_seg *seg, uint64_
     }
 }
 
-static void queue_resend(struct usnic_rel *rel, struct usnic_rel_seg *seg, bool ack_req)
+static void queue_resend(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 {
-    seg->state |= USNIC_REL_SEG_RESEND | (ack_req ? USNIC_REL_SEG_ACK_REQ : 0u);
+    seg->state |= USNIC_REL_SEG_RESEND;
     rel->ops->resend(rel, seg);
+}
+
+/* Send a ping on the lane of seg: its answer tells what arrived before it. */
+static void send_ping(struct usnic_rel *rel, const struct usnic_rel_seg *seg, uint64_t now)
+{
+    rel->tx.ping.waiting = true;
+    rel->tx.ping.lane = (uint8_t) lane_of(seg);
+    rel->tx.ping.ts = usnic_rel_ts(now);
+    rel->tx.ping.sent_at = now;
+    rel->tx.ping.next = rel->tx.next;
+    rel->ops->probe(rel, rel->tx.ping.lane, rel->tx.ping.ts);
 }
 
 static void release(struct usnic_rel *rel, struct usnic_rel_seg *seg)
@@ -232,8 +243,8 @@ static void note_delivered(struct usnic_rel *rel, const struct usnic_rel_seg *se
         rel->tx.rack.xmit_ts[lane] = seg->xmit_ts;
         rel->tx.rack.rtt = rtt;
     }
-    if (usnic_seq_gt(seg->seq, rel->tx.rack.high)) {
-        rel->tx.rack.high = seg->seq;
+    if (usnic_seq_gt(seg->seq + 1u, rel->tx.rack.end)) {
+        rel->tx.rack.end = seg->seq + 1u;
     }
 }
 
@@ -247,7 +258,7 @@ static void detect_losses(struct usnic_rel *rel, uint64_t now)
     uint64_t reo = rel->tx.min_rtt / 4;
 
     rel->tx.rack.deadline = 0;
-    for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.rack.high); s++) {
+    for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.rack.end); s++) {
         struct usnic_rel_seg *seg = *tx_slot(rel, s);
         uint64_t lost_at;
 
@@ -258,7 +269,7 @@ static void detect_losses(struct usnic_rel *rel, uint64_t now)
         lost_at = seg->xmit_ts + rel->tx.rack.rtt + reo;
         if (now >= lost_at) {
             rel->stats.retrans_sack++;
-            queue_resend(rel, seg, false);
+            queue_resend(rel, seg);
         } else {
             rel->tx.rack.deadline = min_deadline(rel->tx.rack.deadline, lost_at);
         }
@@ -296,14 +307,16 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
                      uint32_t ts_echo, uint64_t now)
 {
     int released = 0;
-    bool advanced;
+    bool advanced, answer;
 
     if (usnic_seq_ge(ack, rel->tx.next)) {
         rel->stats.bad_acks++;
         return -1;
     }
     advanced = usnic_seq_gt(ack, rel->tx.acked);
-    if (!advanced && explicit_ack && ack == rel->tx.acked && usnic_rel_tx_inflight(rel) > 0) {
+    answer = rel->tx.ping.waiting && 0 != ts_echo && ts_echo == rel->tx.ping.ts;
+    if (!advanced && !answer && explicit_ack && ack == rel->tx.acked &&
+        usnic_rel_tx_inflight(rel) > 0) {
         /* a repeat of the current edge, sent as an explicit ACK while data
          * is outstanding, says "I am missing acked+1": resend it, once */
         rel->stats.dup_acks++;
@@ -311,7 +324,7 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
             struct usnic_rel_seg *seg = *tx_slot(rel, rel->tx.acked + 1u);
             if (NULL != seg && !(seg->state & USNIC_REL_SEG_RESEND) && 1 == seg->sends) {
                 rel->stats.retrans_fast++;
-                queue_resend(rel, seg, false);
+                queue_resend(rel, seg);
             }
         }
     }
@@ -332,15 +345,32 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
     if (0 != sack_bits && usnic_seq_ge(ack, rel->tx.acked)) {
         released += sack_release(rel, ack, sack_bits, now);
     }
-    if (advanced) {
+    if (answer) {
+        /* our ping arrived: it counts as a delivered packet of its lane,
+         * sent after everything before tx.next then */
+        unsigned lane = rel->tx.ping.lane % USNIC_REL_LANES;
+        uint64_t rtt = now - rel->tx.ping.sent_at;
+        rel->tx.ping.waiting = false;
+        rel->stats.probes_answered++;
+        if (rel->tx.ping.sent_at >= rel->tx.rack.xmit_ts[lane]) {
+            rel->tx.rack.xmit_ts[lane] = rel->tx.ping.sent_at;
+            rel->tx.rack.rtt = rtt;
+        }
+        if (usnic_seq_gt(rel->tx.ping.next, rel->tx.rack.end)) {
+            rel->tx.rack.end = rel->tx.ping.next;
+        }
+        rtt_sample(rel, rtt);
+    } else if (advanced && 0 != ts_echo) {
         uint32_t rtt = (uint32_t) now - ts_echo; /* modulo 2^32, like the stamps */
-        rel->tx.dup_acks = 0;
-        rel->tx.probe_out = false;
-        if (0 != ts_echo && rtt < 0x80000000u) {
+        if (rtt < 0x80000000u) {
             rtt_sample(rel, rtt);
         }
     }
-    if (released > 0) {
+    if (advanced) {
+        rel->tx.dup_acks = 0;
+        rel->tx.probe_out = false;
+    }
+    if (released > 0 || answer) {
         detect_losses(rel, now);
     }
     if (advanced || 0 == usnic_rel_tx_inflight(rel)) {
@@ -354,17 +384,17 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
 void usnic_rel_tx_send_failed(struct usnic_rel *rel, struct usnic_rel_seg *seg)
 {
     if (!(seg->state & USNIC_REL_SEG_RESEND)) {
-        queue_resend(rel, seg, false);
+        queue_resend(rel, seg);
     }
 }
 
-/* Newest segment still held that is not already queued for resend. */
+/* Newest segment still held, or NULL. */
 static struct usnic_rel_seg *tx_newest(const struct usnic_rel *rel)
 {
     for (usnic_seq_t s = rel->tx.next - 1u; usnic_seq_gt(s, rel->tx.acked); s--) {
         struct usnic_rel_seg *seg = rel->tx.win[s & (rel->tx.win_size - 1u)];
         if (NULL != seg) {
-            return (seg->state & USNIC_REL_SEG_RESEND) ? NULL : seg;
+            return seg;
         }
     }
     return NULL;
@@ -378,21 +408,19 @@ void usnic_rel_tx_timer(struct usnic_rel *rel, uint64_t now)
     if (0 != rel->tx.rto_deadline && now >= rel->tx.rto_deadline) {
         struct usnic_rel_seg *seg;
         if (rel->tx.pto_armed) {
-            /* tail-loss probe: the newest segment, answered at once */
+            /* probe timeout: a ping behind the newest segment */
             seg = tx_newest(rel);
-            if (NULL != seg) {
-                rel->stats.tlp_probes++;
-                queue_resend(rel, seg, true);
-            }
+            rel->stats.tlp_probes++;
             rel->tx.probe_out = true;
         } else {
-            /* retransmission timeout: the oldest, and wait twice as long */
+            /* retransmission timeout: a ping behind the oldest, and wait
+             * twice as long */
             seg = usnic_rel_tx_oldest(rel);
-            if (NULL != seg && !(seg->state & USNIC_REL_SEG_RESEND)) {
-                rel->stats.retrans_timeout++;
-                queue_resend(rel, seg, true);
-            }
+            rel->stats.retrans_timeout++;
             rel->tx.backoff++;
+        }
+        if (NULL != seg) {
+            send_ping(rel, seg, now);
         }
         rel->tx.pto_armed = false;
         rel->tx.rto_deadline = (0 != usnic_rel_tx_inflight(rel)) ? now + usnic_rel_tx_rto(rel) : 0;

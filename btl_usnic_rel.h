@@ -34,33 +34,36 @@
  *     deadline; it calls usnic_rel_tx_timer() when it passes).  While
  *     data is outstanding it is one of:
  *       a probe timeout (PTO, as in RACK-TLP, RFC 8985): 2 SRTT after the
- *         last new segment went out (plus the peer's ACK delay when only
- *         one segment is in flight), at most the RTO; only once a round
- *         trip was measured and while no backoff is in force.  When it
- *         fires the newest segment still held is resent as a tail-loss
- *         probe: if the
- *         tail was lost, that repairs it; if something before it was lost,
- *         the peer's immediate ACK (the probe asks for one) reports the
- *         hole and RACK below resends it.  One probe per ACK of new data.
- *       the RTO: when it fires the oldest segment still held is resent
- *         (only that one: the ACKs that follow tell what else is missing)
+ *         last new segment went out, or SRTT + 4 RTTVAR if larger (QUIC's
+ *         form: round trips that vary widely, a peer often slow to answer,
+ *         make fewer needless probes), plus the peer's ACK delay; at most
+ *         the RTO; only once a round trip was measured and while no
+ *         backoff is in force.  It sends a probe behind the newest segment
+ *         still held (one per ACK of new data).
+ *       the RTO: it sends a probe behind the oldest segment still held,
  *         and the timeout doubles, up to timing.rto_max, until the next
  *         round-trip measurement (a peer busy outside MPI gets a few
- *         probes, not a storm, and when it answers, the measurement
- *         includes the time it was away).
+ *         probes, not a storm).
  *     An ACK of new data restarts it; an empty window stops it.
+ *   - A probe is not data: it is a ping (ops->probe: an ACK packet asking
+ *     for an immediate ACK, stamped with its own send time) sent on the
+ *     lane of the segment it looks after.  Its answer (an ACK echoing the
+ *     ping's stamp) proves that everything sent before it on that lane
+ *     either arrived or was lost, and the loss detection below resends
+ *     only what is missing.  (QUIC's PING as a probe.)  A peer that holds
+ *     its ACKs while it computes outside MPI so costs a few small pings,
+ *     never a resend of data it already has; a really lost tail costs the
+ *     probe timeout and one round trip.
  *   - Time-based loss detection (RACK, RFC 8985): segments of one lane
  *     (e.g. one UDP socket) arrive in the order they were sent unless
- *     lost.  A segment not yet acknowledged that was sent before a segment
- *     of its lane that was acknowledged is lost once it has been out for
- *     the latest round trip plus a reordering allowance (min RTT / 4);
- *     until then the timer waits for that moment.  Lanes may overtake
- *     each other, so only a segment's own lane counts.
+ *     lost.  A segment not yet acknowledged that was sent before something
+ *     of its lane the peer acknowledged (a segment, or a ping) is lost
+ *     once it has been out for that one's round trip plus a reordering
+ *     allowance (min RTT / 4); until then the timer waits for that moment.
+ *     Lanes may overtake each other, so only a segment's own lane counts.
  *   - fast_retrans_dups explicit duplicate ACKs (repeating tx.acked while
- *     data is outstanding) also resend the oldest segment.
- *   - Resends the peer should answer at once (probes, timeouts) are marked
- *     USNIC_REL_SEG_ACK_REQ for the transport to set
- *     USNIC_PKT_FLAG_ACK_REQ on the wire.
+ *     data is outstanding; answers to pings do not count) also resend the
+ *     oldest segment, once.
  *
  * Receiver rules
  *   - rx.expected is the lowest sequence number not yet received; all
@@ -86,7 +89,6 @@
 /* State bits of a segment as the core sees it. */
 #define USNIC_REL_SEG_IN_WINDOW 0x1u /* holds a send-window slot, not yet acked */
 #define USNIC_REL_SEG_RESEND 0x4u    /* queued for resend by the transport */
-#define USNIC_REL_SEG_ACK_REQ 0x8u   /* that resend should ask for an immediate ACK */
 
 /* Lanes tracked separately by the loss detection (lane numbers are taken modulo this). */
 #define USNIC_REL_LANES 4
@@ -113,6 +115,9 @@ struct usnic_rel_ops {
     void (*acked)(struct usnic_rel *rel, struct usnic_rel_seg *seg);
     /* call usnic_rel_tx_timer() once `now` reaches deadline (0: no timer) */
     void (*timer_set)(struct usnic_rel *rel, uint64_t deadline);
+    /* send a ping on `lane`: an ACK packet (with our ACK, as an explicit
+     * ACK) that asks for an immediate ACK, stamped ts */
+    void (*probe)(struct usnic_rel *rel, uint8_t lane, uint32_t ts);
 };
 
 /* Timer settings, in the transport's time unit. */
@@ -131,10 +136,11 @@ enum usnic_rx_verdict {
 };
 
 struct usnic_rel_stats {
-    uint64_t retrans_timeout; /* resends queued by the RTO */
+    uint64_t retrans_timeout; /* RTO expiries (each sends a probe) */
     uint64_t retrans_fast;    /* resends queued by duplicate ACKs */
     uint64_t retrans_sack;    /* resends queued because ACKs showed a loss (RACK) */
-    uint64_t tlp_probes;      /* tail-loss probes queued */
+    uint64_t tlp_probes;      /* probe-timeout expiries (each sends a probe) */
+    uint64_t probes_answered; /* probes whose answer came back */
     uint64_t sacked;          /* segments released early by a SACK */
     uint64_t rtt_samples;     /* round trips measured */
     uint64_t dup_acks;        /* explicit ACKs that acknowledged nothing new */
@@ -164,15 +170,24 @@ struct usnic_rel {
         /* the connection's timer */
         uint64_t rto_deadline; /* probe or retransmission timeout; 0 = not armed */
         bool pto_armed;        /* rto_deadline is a probe timeout */
-        bool probe_out;        /* a probe went out and no ACK of new data came since */
+        bool probe_out;        /* a probe timeout fired and no ACK of new data came since */
         uint64_t deadline;     /* the earliest of rto_deadline and rack.deadline, as told */
+
+        /* the last ping */
+        struct {
+            bool waiting;     /* sent, not answered yet */
+            uint8_t lane;     /* sent on */
+            uint32_t ts;      /* its stamp, echoed by the answer */
+            uint64_t sent_at; /* our clock when it went */
+            usnic_seq_t next; /* tx.next then: everything before it was sent before it */
+        } ping;
 
         /* time-based loss detection (RACK) */
         struct {
             uint64_t xmit_ts[USNIC_REL_LANES]; /* latest send time of an acked segment, by lane */
-            usnic_seq_t high;                  /* highest sequence number acked or sacked */
-            uint64_t rtt;                      /* round trip of the most recently sent one acked */
-            uint64_t deadline;                 /* when a segment will count as lost; 0 = none */
+            usnic_seq_t end;   /* one past the newest sequence number worth a look */
+            uint64_t rtt;      /* round trip of the most recently sent one acked */
+            uint64_t deadline; /* when a segment will count as lost; 0 = none */
         } rack;
     } tx;
 
@@ -265,6 +280,14 @@ void usnic_rel_rx_commit(struct usnic_rel *rel, usnic_seq_t seq, uint32_t ts, ui
 
 /* A duplicate arrived (usnic_rel_rx_check() said DUP), with timestamp ts: count it, ACK soon. */
 void usnic_rel_rx_duplicate(struct usnic_rel *rel, uint32_t ts);
+
+/* A ping arrived (an ACK packet asking for an ACK), stamped ts: ACK at once, echoing ts. */
+static inline void usnic_rel_rx_ping(struct usnic_rel *rel, uint32_t ts)
+{
+    rel->rx.ack_now = true;
+    rel->rx.ts_recent = ts;
+    rel->rx.ts_held = true;
+}
 
 /* The cumulative ACK value to send: the last in-order sequence number. */
 static inline usnic_seq_t usnic_rel_rx_ack_value(const struct usnic_rel *rel)

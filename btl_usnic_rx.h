@@ -122,6 +122,11 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
         }
         if (USNIC_PKT_ACK == hdr->type) {
             ops->ack_rx(t, c.ep);
+            if (hdr->flags & USNIC_PKT_FLAG_ACK_REQ) {
+                /* a ping: answer at once, echoing its stamp */
+                usnic_rel_rx_ping(c.rel, hdr->ts);
+                ops->ack_schedule(t, c.ep);
+            }
             return USNIC_PKT_OK;
         }
     }

@@ -312,12 +312,6 @@ int usnic_progress_resends(usnic_module_t *module)
         if (fill_ack(ep, hdr)) {
             module->stats.piggy_acks++;
         }
-        /* a probe or a timeout's resend asks the peer to ACK at once */
-        if (seg->rel.state & USNIC_REL_SEG_ACK_REQ) {
-            hdr->flags |= USNIC_PKT_FLAG_ACK_REQ;
-        } else {
-            hdr->flags &= (uint8_t) ~USNIC_PKT_FLAG_ACK_REQ;
-        }
         hdr->ts = usnic_rel_ts(module->now_us); /* this copy's own send time */
         /* every resend goes on the data channel: that is this copy's lane
          * (a newer priority-channel packet may overtake it without it
@@ -384,14 +378,17 @@ int usnic_send_inline(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
 
 /* ---- explicit ACKs (btl_usnic_ack.c keeps the policy; this is the packet) ---- */
 
-int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+/* An explicit ACK (with SACK when there is a gap) on channel cid; with
+ * ping_ts != 0 a ping: it asks the peer to ACK at once and carries ping_ts. */
+static int send_ack_packet(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
+                           enum usnic_channel_id cid, uint32_t ping_ts)
 {
     usnic_seg_t *seg;
     struct usnic_pkt_hdr *hdr;
     uint64_t sack;
     int rc;
 
-    if (module->chan[USNIC_CHAN_PRIO].tx_credits <= 0) {
+    if (module->chan[cid].tx_credits <= 0) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
     seg = usnic_seg_alloc(module, USNIC_SEG_ACK);
@@ -410,14 +407,37 @@ int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
         seg->hdr_len += (uint32_t) sizeof(*sk);
         module->stats.sacks_tx++;
     }
+    if (0 != ping_ts) {
+        hdr->flags |= USNIC_PKT_FLAG_ACK_REQ;
+        hdr->ts = ping_ts;
+    }
     seg->payload_len = 0;
     seg->refs = 1; /* ours until post() took its own reference, if it needs one */
-    rc = post(module, seg, USNIC_CHAN_PRIO, ep->addr[USNIC_CHAN_PRIO]);
+    rc = post(module, seg, cid, ep->addr[cid]);
     usnic_seg_put(seg);
     if (OPAL_SUCCESS != rc) {
-        ep->rel.rx.ack_now = true; /* try again */
+        ep->rel.rx.ack_now = true; /* the ACK is still owed: try again */
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    module->stats.acks_tx++;
+    if (0 != ping_ts) {
+        module->stats.pings_tx++;
+    } else {
+        module->stats.acks_tx++;
+    }
     return OPAL_SUCCESS;
+}
+
+int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+{
+    return send_ack_packet(module, ep, USNIC_CHAN_PRIO, 0);
+}
+
+int usnic_send_ping(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+{
+    int rc = send_ack_packet(module, ep, (enum usnic_channel_id) ep->ping_lane, ep->ping_ts);
+
+    if (OPAL_SUCCESS == rc) {
+        ep->ping_ts = 0;
+    }
+    return rc;
 }

@@ -39,5 +39,8 @@ void usnic_send_chunked(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usn
 void usnic_endpoint_enqueue(mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
 /* Send an explicit ACK (with SACK when there is a gap). */
 int usnic_send_ack(usnic_module_t *module, mca_btl_base_endpoint_t *ep);
+/* Send the ping the reliability core asked for (ep->ping_ts on channel
+ * ep->ping_lane); it also carries our ACK.  BUSY: try again later. */
+int usnic_send_ping(usnic_module_t *module, mca_btl_base_endpoint_t *ep);
 
 #endif /* BTL_USNIC_SEND_H */

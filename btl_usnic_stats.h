@@ -17,14 +17,15 @@
     X(rx_bytes, "payload bytes received and accepted")                                             \
     X(retrans, "segments actually sent again")                                                     \
     X(fast_retrans, "resends queued by duplicate ACKs")                                            \
-    X(timeout_retrans, "resends queued by the retransmission timeout")                             \
-    X(tlp_probes, "tail-loss probes queued (the newest segment, when no ACK came in 2 RTTs)")      \
+    X(timeout_retrans, "retransmission timeouts (each sends a ping behind the oldest segment)")    \
+    X(tlp_probes, "probe timeouts (no ACK ~2 round trips after the tail: a ping behind it)")       \
     X(dup_rx, "duplicate data packets received and dropped")                                       \
     X(acks_tx, "explicit ACK packets sent")                                                        \
+    X(pings_tx, "pings sent (probes: ACK packets asking for an immediate ACK)")                    \
     X(acks_rx, "explicit ACK packets received")                                                    \
     X(piggy_acks, "ACKs piggy-backed on data")                                                     \
     X(sacks_tx, "explicit ACKs that carried a selective-ACK bitmap")                               \
-    X(sack_retrans, "resends queued because ACKs showed a loss (RACK)")                            \
+    X(sack_retrans, "resends queued because ACKs or ping answers showed a loss (RACK)")            \
     X(bad_pkts, "packets dropped for failing validation")                                          \
     X(inj_drop, "arriving packets dropped by fault injection")                                     \
     X(inj_dup, "arriving packets duplicated by fault injection")                                   \

@@ -291,6 +291,18 @@ static void op_timer_set(struct usnic_rel *rel, uint64_t deadline)
     ep->st.timer_sets++;
 }
 
+static void send_ack_ts(struct sim *s, struct sim_ep *ep, uint32_t ping_ts);
+
+/* The core wants a ping: an explicit ACK that asks for one at once (the
+ * simulated link has one lane). */
+static void op_probe(struct usnic_rel *rel, uint8_t lane, uint32_t ts)
+{
+    struct sim_ep *ep = ep_of(rel);
+    (void) lane;
+    ep->st.tx_pings++;
+    send_ack_ts(ep->sim, ep, ts);
+}
+
 static void rq_unlink(struct sim_ep *ep, struct sim_seg *seg)
 {
     if (seg->q_prev) {
@@ -364,6 +376,7 @@ static const struct usnic_rel_ops sim_rel_ops = {
     .resend_cancel = op_resend_cancel,
     .acked = op_acked,
     .timer_set = op_timer_set,
+    .probe = op_probe,
 };
 
 /* ---------------------------------------------------------------- reassembly buffers */
@@ -679,8 +692,6 @@ static bool post_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg, bool
     if (seg->q_on) {
         rq_unlink(ep, seg);
     }
-    /* as the BTL: a probe or a timeout's resend asks for an immediate ACK */
-    ack_req = ack_req || (seg->rel.state & USNIC_REL_SEG_ACK_REQ);
     h->flags = USNIC_PKT_FLAG_ACK | (ack_req ? USNIC_PKT_FLAG_ACK_REQ : 0);
     h->ack_seq = usnic_rel_rx_ack_value(&ep->rel);
     h->ts = usnic_rel_ts(s->now);
@@ -701,8 +712,9 @@ static bool post_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg, bool
     return true;
 }
 
-/* An explicit ACK, with the SACK bitmap when there is a gap (as the BTL sends it). */
-static void send_ack(struct sim *s, struct sim_ep *ep)
+/* An explicit ACK, with the SACK bitmap when there is a gap (as the BTL
+ * sends it); with ping_ts != 0 a ping asking for an ACK at once. */
+static void send_ack_ts(struct sim *s, struct sim_ep *ep, uint32_t ping_ts)
 {
     struct usnic_pkt_hdr h;
     struct usnic_sack sk;
@@ -710,16 +722,26 @@ static void send_ack(struct sim *s, struct sim_ep *ep)
     size_t len;
 
     sk.bits = s->cfg.no_sack ? 0 : usnic_rel_rx_sack_bits(&ep->rel);
-    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | (sk.bits ? USNIC_PKT_FLAG_SACK : 0), 0,
-                 ep->module_id, s->cfg.job_key, 0, usnic_rel_rx_ack_value(&ep->rel));
+    sim_hdr_init(&h, USNIC_PKT_ACK,
+                 USNIC_PKT_FLAG_ACK | (sk.bits ? USNIC_PKT_FLAG_SACK : 0) |
+                     (ping_ts ? USNIC_PKT_FLAG_ACK_REQ : 0),
+                 0, ep->module_id, s->cfg.job_key, 0, usnic_rel_rx_ack_value(&ep->rel));
+    h.ts = ping_ts;
     h.ts_echo = ep->rel.rx.ts_recent;
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, &sk, sk.bits ? sizeof(sk) : 0);
     xmit(s, ep, (const uint8_t *) buf, len);
     usnic_rel_ack_sent(&ep->rel);
-    ep->st.tx_acks++;
+    if (!ping_ts) {
+        ep->st.tx_acks++;
+    }
     if (sk.bits) {
         ep->st.tx_sacks++;
     }
+}
+
+static void send_ack(struct sim *s, struct sim_ep *ep)
+{
+    send_ack_ts(s, ep, 0);
 }
 
 static bool ep_has_new(const struct sim_ep *ep)

@@ -162,7 +162,8 @@ struct sim_ep_stats {
     uint64_t tx_pkts;        /* datagrams handed to the link (all kinds) */
     uint64_t tx_data;        /* first transmissions of data segments */
     uint64_t tx_resent;      /* retransmissions */
-    uint64_t tx_acks;        /* explicit ACK packets */
+    uint64_t tx_acks;        /* explicit ACK packets (pings not counted) */
+    uint64_t tx_pings;       /* pings (probes) */
     uint64_t tx_sacks;       /* of which carried a SACK bitmap */
     uint64_t tx_post_failed; /* posts that failed locally */
     uint64_t tx_ack_reqs;    /* data packets sent with USNIC_PKT_FLAG_ACK_REQ */

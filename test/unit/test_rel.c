@@ -106,6 +106,9 @@ struct rec {
     int state_bad;             /* callback saw an impossible state */
     int timer_sets;
     uint64_t deadline; /* the last one set */
+    int pings;
+    uint8_t ping_lane; /* the last ping's */
+    uint32_t ping_ts;
 };
 
 static struct rec *rec_of(struct usnic_rel *rel)
@@ -147,10 +150,18 @@ static void r_timer_set(struct usnic_rel *rel, uint64_t deadline)
     r->timer_sets++;
     r->deadline = deadline;
 }
+static void r_probe(struct usnic_rel *rel, uint8_t lane, uint32_t ts)
+{
+    struct rec *r = rec_of(rel);
+    r->pings++;
+    r->ping_lane = lane;
+    r->ping_ts = ts;
+}
 static const struct usnic_rel_ops rec_ops = {.resend = r_resend,
                                              .resend_cancel = r_resend_cancel,
                                              .acked = r_acked,
-                                             .timer_set = r_timer_set};
+                                             .timer_set = r_timer_set,
+                                             .probe = r_probe};
 
 static void rel_setup_t(struct usnic_rel *rel, struct rec *r, uint32_t win, usnic_seq_t tx_isn,
                         usnic_seq_t rx_isn, uint32_t dups, const struct usnic_rel_timing *timing)
@@ -401,55 +412,87 @@ static void test_rel_rtt_estimator(void)
     usnic_rel_fini(&rel);
 }
 
-/* The probe timeout after new data, the probe itself, then the RTO and its backoff. */
+/* PTO as the core should compute it: max(2 SRTT, SRTT + 4 RTTVAR) + ACK delay, at most the RTO. */
+static uint64_t expected_pto(const struct usnic_rel *rel)
+{
+    uint64_t a = 2 * rel->tx.srtt, b = rel->tx.srtt + 4 * rel->tx.rttvar;
+    uint64_t pto = ((a > b) ? a : b) + rel->timing.ack_delay, rto = usnic_rel_tx_rto(rel);
+    return (pto < rto) ? pto : rto;
+}
+
+/* The probe timeout after new data, the ping it sends and what its answer
+ * shows, then the RTO and its backoff. */
 static void test_rel_tlp_and_rto(void)
 {
     struct usnic_rel rel;
     struct rec r;
     struct usnic_rel_seg segs[8] = {{0}};
-    uint64_t t, prev_gap = 0;
+    uint64_t t, pto, prev_gap = 0;
     bool ok = true, doubling = true;
 
     check_seed = 0;
     rel_setup(&rel, &r, 8, 1, 0, 3);
-    /* no round trip yet: the first timer is the initial RTO, no probe */
+    /* no round trip yet: the first timer is the initial RTO, no probe timeout */
     push_sent_at(&rel, &segs[0], 1, 1000);
     check(r.deadline == 2000 && !rel.tx.pto_armed, "tlp/no_probe_before_a_round_trip",
           "deadline=%" PRIu64, r.deadline);
-    ack_echo(&rel, 1, 0, 1000, 1100); /* SRTT 100, RTO 300 */
+    ack_echo(&rel, 1, 0, 1000, 1040); /* SRTT 40, RTTVAR 20 */
     check(0 == r.deadline, "tlp/empty_window_no_timer", "deadline=%" PRIu64, r.deadline);
+    for (int i = 0; i < 8; i++) { /* steady 40s: RTTVAR shrinks, RTO stays at its floor */
+        push_sent_at(&rel, &segs[0], 1, 1100 + (uint64_t) i * 100);
+        ack_echo(&rel, segs[0].seq, 0, 1100 + (uint64_t) i * 100, 1140 + (uint64_t) i * 100);
+    }
+    pto = expected_pto(&rel);
+    ok = rel.tx.srtt == 40 && rel.tx.rttvar < 10 && usnic_rel_tx_rto(&rel) == 200 &&
+         pto == 2 * 40 + 50;
+    check(ok, "tlp/pto_is_two_srtt_plus_ack_delay_on_a_steady_path",
+          "srtt=%" PRIu64 " rttvar=%" PRIu64 " rto=%" PRIu64 " pto=%" PRIu64, rel.tx.srtt,
+          rel.tx.rttvar, usnic_rel_tx_rto(&rel), pto);
 
-    /* one segment in flight: PTO = 2 SRTT + the peer's ACK delay, capped by the RTO */
+    /* the PTO runs from the tail: restarted by each new segment */
+    for (int i = 1; i < 5; i++) {
+        segs[i].lane = (uint8_t) (i < 4 ? 0 : 1); /* the tail on lane 1 */
+    }
     push_sent_at(&rel, &segs[1], 1, 2000);
-    ok = r.deadline == 2000 + 250 && rel.tx.pto_armed;
-    /* more in flight: 2 SRTT, restarted by each new segment (the tail moved) */
+    ok = r.deadline == 2000 + pto && rel.tx.pto_armed;
     push_sent_at(&rel, &segs[2], 3, 2010);
-    check(ok && r.deadline == 2010 + 200, "tlp/pto_two_srtt_after_the_tail", "deadline=%" PRIu64,
+    check(ok && r.deadline == 2010 + pto, "tlp/pto_restarts_after_the_tail", "deadline=%" PRIu64,
           r.deadline);
 
-    /* the PTO fires: the newest segment is resent, asking for an ACK at once; RTO armed */
-    usnic_rel_tx_timer(&rel, 2210);
-    ok = r.resends == 1 && r.resent_seq[0] == segs[4].seq &&
-         (r.resent_state[0] & USNIC_REL_SEG_ACK_REQ) && rel.stats.tlp_probes == 1 &&
-         !rel.tx.pto_armed && rel.tx.probe_out && r.deadline == 2210 + 300;
-    check(ok, "tlp/probe_resends_newest_with_ack_request",
-          "resends=%d seq=%u state=%#x probes=%" PRIu64 " deadline=%" PRIu64, r.resends,
-          r.resent_seq[0], r.resent_state[0], rel.stats.tlp_probes, r.deadline);
-    resend_queued(&rel, segs, 8, 2211);
-    check(r.deadline == 2510 && !(segs[4].state & USNIC_REL_SEG_ACK_REQ),
-          "tlp/probe_sent_keeps_rto_running", "deadline=%" PRIu64, r.deadline);
+    /* the PTO fires: a ping on the newest segment's lane, no data resent; RTO armed */
+    t = r.deadline;
+    usnic_rel_tx_timer(&rel, t);
+    ok = r.pings == 1 && r.ping_lane == 1 && r.ping_ts == usnic_rel_ts(t) && 0 == r.resends &&
+         rel.stats.tlp_probes == 1 && !rel.tx.pto_armed && rel.tx.probe_out &&
+         r.deadline == t + 200;
+    check(ok, "tlp/probe_is_a_ping_behind_the_tail",
+          "pings=%d lane=%u resends=%d probes=%" PRIu64 " deadline=%" PRIu64, r.pings, r.ping_lane,
+          r.resends, rel.stats.tlp_probes, r.deadline);
 
-    /* no answer: RTO resends the oldest (ACK requested) and doubles, up to rto_max */
+    /* its answer acknowledges up to 4: the tail (5, lane 1, sent before the
+     * ping on that lane) is missing: lost, resent at once; nothing else */
+    usnic_rel_tx_ack(&rel, segs[3].seq, true, 0, r.ping_ts, t + 40);
+    check(r.resends == 1 && r.resent_seq[0] == segs[4].seq && rel.stats.retrans_sack == 1 &&
+              rel.stats.probes_answered == 1 && 0 == rel.stats.retrans_fast,
+          "tlp/ping_answer_shows_the_lost_tail", "resends=%d seq=%u answered=%" PRIu64, r.resends,
+          r.resends ? r.resent_seq[0] : 0, rel.stats.probes_answered);
+    resend_queued(&rel, segs, 8, t + 41);
+    usnic_rel_tx_ack(&rel, segs[4].seq, false, 0, usnic_rel_ts(t + 41), t + 81);
+    check(0 == usnic_rel_tx_inflight(&rel) && 0 == r.deadline, "tlp/repaired_tail_acked",
+          "inflight=%u deadline=%" PRIu64, usnic_rel_tx_inflight(&rel), r.deadline);
+
+    /* a tail held by a busy peer: pings, never data; RTO doubles to rto_max */
+    push_sent_at(&rel, &segs[5], 2, 10000);
+    t = r.deadline;
+    usnic_rel_tx_timer(&rel, t); /* the probe timeout */
     t = r.deadline;
     for (int i = 0; i < 40; i++) {
         uint64_t gap;
-        int before = r.resends;
+        int before = r.pings;
         usnic_rel_tx_timer(&rel, t);
-        if (r.resends != before + 1 || r.resent_seq[(r.resends - 1) % 64] != segs[1].seq ||
-            !(r.resent_state[(r.resends - 1) % 64] & USNIC_REL_SEG_ACK_REQ)) {
+        if (r.pings != before + 1 || r.ping_lane != segs[5].lane) {
             ok = false;
         }
-        resend_queued(&rel, segs, 8, t);
         gap = r.deadline - t;
         if (prev_gap && gap != (2 * prev_gap < 100000 ? 2 * prev_gap : 100000)) {
             doubling = false;
@@ -457,22 +500,40 @@ static void test_rel_tlp_and_rto(void)
         prev_gap = gap;
         t = r.deadline;
     }
-    check(ok && doubling && prev_gap == 100000 && rel.stats.tlp_probes == 1 &&
-              rel.stats.retrans_timeout == 40 && usnic_rel_tx_rto(&rel) == 100000,
-          "tlp/rto_backoff_doubles_to_max_one_probe_per_episode",
-          "ok=%d doubling=%d last gap=%" PRIu64 " probes=%" PRIu64 " timeouts=%" PRIu64, ok,
-          doubling, prev_gap, rel.stats.tlp_probes, rel.stats.retrans_timeout);
+    check(ok && doubling && prev_gap == 100000 && rel.stats.tlp_probes == 2 &&
+              rel.stats.retrans_timeout == 40 && usnic_rel_tx_rto(&rel) == 100000 && 1 == r.resends,
+          "tlp/busy_peer_gets_pings_rto_doubles_to_max",
+          "ok=%d doubling=%d last gap=%" PRIu64 " probes=%" PRIu64 " timeouts=%" PRIu64
+          " resends=%d",
+          ok, doubling, prev_gap, rel.stats.tlp_probes, rel.stats.retrans_timeout, r.resends);
 
-    /* the peer answers the last copy: a measurement (of that copy) ends the
-     * backoff, and the probe timeout is back */
-    ack_echo(&rel, segs[1].seq, 0, t - prev_gap, t + 5);
-    check(0 == rel.tx.backoff && !rel.tx.probe_out && rel.tx.pto_armed &&
-              r.deadline == t + 5 + 2 * rel.tx.srtt && usnic_rel_tx_rto(&rel) == rel.tx.rto,
-          "tlp/measured_ack_ends_backoff", "backoff=%u deadline=%" PRIu64, rel.tx.backoff,
-          r.deadline);
+    /* it comes back: the answer to the last ping acknowledges everything */
+    usnic_rel_tx_ack(&rel, segs[6].seq, true, 0, r.ping_ts, t + 30);
+    check(0 == rel.tx.backoff && 0 == usnic_rel_tx_inflight(&rel) && 1 == r.resends &&
+              0 == r.deadline,
+          "tlp/answer_ends_backoff_nothing_resent", "backoff=%u resends=%d", rel.tx.backoff,
+          r.resends);
+
+    /* answers that repeat the edge are not duplicate ACKs */
+    push_sent_at(&rel, &segs[0], 2, 500000);
+    for (int i = 0; i < 5; i++) {
+        usnic_rel_tx_timer(&rel, r.deadline);
+        usnic_rel_tx_ack(&rel, segs[6].seq, true, 0, r.ping_ts, r.deadline - 1);
+    }
+    check(0 == rel.stats.retrans_fast && 0 == rel.tx.dup_acks, "tlp/ping_answers_not_dup_acks",
+          "fast=%" PRIu64 " dup_acks=%u", rel.stats.retrans_fast, rel.tx.dup_acks);
     usnic_rel_fini(&rel);
 
-    /* probes off: the first expiry is an RTO resending the oldest */
+    /* round trips that vary: SRTT + 4 RTTVAR rules the probe timeout */
+    rel_setup(&rel, &r, 8, 1, 0, 3);
+    push_sent_at(&rel, &segs[0], 1, 1000);
+    ack_echo(&rel, 1, 0, 1000, 1040); /* SRTT 40, RTTVAR 20: 40 + 80 > 80 */
+    push_sent_at(&rel, &segs[1], 2, 2000);
+    check(r.deadline == 2000 + 40 + 80 + 50, "tlp/pto_widens_with_round_trip_variation",
+          "deadline=%" PRIu64, r.deadline);
+    usnic_rel_fini(&rel);
+
+    /* probes off: the first expiry is an RTO, its ping behind the oldest */
     {
         struct usnic_rel_timing nt = T_TIMING;
         nt.tlp = false;
@@ -480,17 +541,18 @@ static void test_rel_tlp_and_rto(void)
         rel_setup_t(&rel, &r, 8, 1, 0, 3, &nt);
         push_sent_at(&rel, &segs[0], 1, 1000);
         ack_echo(&rel, 1, 0, 1000, 1100);
+        segs[1].lane = 1;
         push_sent_at(&rel, &segs[1], 3, 2000);
         ok = r.deadline == 2300 && !rel.tx.pto_armed;
         usnic_rel_tx_timer(&rel, 2300);
-        check(ok && r.resends == 1 && r.resent_seq[0] == 2 && 0 == rel.stats.tlp_probes &&
-                  r.deadline == 2900,
-              "tlp/off_first_expiry_is_rto", "resends=%d deadline=%" PRIu64, r.resends, r.deadline);
+        check(ok && 1 == r.pings && 1 == r.ping_lane && 0 == rel.stats.tlp_probes &&
+                  1 == rel.stats.retrans_timeout && r.deadline == 2900,
+              "tlp/off_first_expiry_is_rto", "pings=%d deadline=%" PRIu64, r.pings, r.deadline);
         usnic_rel_fini(&rel);
     }
 }
 
-/* A peer that never answers for a long time gets few resends, not a storm. */
+/* A peer that never answers for a long time gets a few pings, not a storm. */
 static void test_rel_no_storm(void)
 {
     struct usnic_rel rel;
@@ -507,12 +569,12 @@ static void test_rel_no_storm(void)
     while (r.deadline && r.deadline <= 10000000) { /* 10 s of silence (1 unit = 1 us) */
         t = r.deadline;
         usnic_rel_tx_timer(&rel, t);
-        resend_queued(&rel, segs, 4, t);
         fires++;
     }
-    /* 1 probe, ~9 doublings from 200 to 100000, then one per 100000 */
-    check(fires <= 1 + 10 + 100 && r.resends == fires, "rel/busy_peer_no_retransmit_storm",
-          "%d timer expiries, %d resends in 10 s", fires, r.resends);
+    /* 1 probe, ~9 doublings from 200 to 100000, then one per 100000; no data */
+    check(fires <= 1 + 10 + 100 && r.pings == fires && 0 == r.resends,
+          "rel/busy_peer_no_retransmit_storm", "%d timer expiries, %d pings, %d resends in 10 s",
+          fires, r.pings, r.resends);
     usnic_rel_fini(&rel);
 }
 
@@ -541,7 +603,7 @@ static void test_rel_rack(void)
           rel.tx.rack.rtt, r.deadline);
     usnic_rel_tx_timer(&rel, 121);
     ok = r.resends == 1 && r.resent_seq[0] == 101 && rel.stats.retrans_sack == 1 &&
-         r.deadline == 122 && !(r.resent_state[0] & USNIC_REL_SEG_ACK_REQ);
+         r.deadline == 122;
     usnic_rel_tx_timer(&rel, 122);
     check(ok && r.resends == 2 && r.resent_seq[1] == 102 && rel.stats.retrans_sack == 2,
           "rack/holes_resent_when_due", "resends=%d deadline=%" PRIu64, r.resends, r.deadline);
@@ -565,20 +627,26 @@ static void test_rel_rack(void)
         push_sent_at(&rel, &segs[i], 1, (uint64_t) i);
     }
     usnic_rel_tx_ack(&rel, 99, true, 0xF, 0, 100);
-    usnic_rel_tx_timer(&rel, 100000);
-    check(r.resends == 1 && rel.stats.retrans_sack == 0 && rel.stats.retrans_timeout == 1,
-          "rack/other_lane_overtaking_not_loss", "resends=%d rack=%" PRIu64, r.resends,
-          rel.stats.retrans_sack);
+    ok = 0 == r.resends && 0 == rel.stats.retrans_sack;
+    usnic_rel_tx_timer(&rel, r.deadline); /* RTO: a ping behind 100, on lane 0 */
+    check(ok && 0 == r.resends && 1 == r.pings && 0 == r.ping_lane,
+          "rack/other_lane_overtaking_not_loss", "resends=%d pings=%d lane=%u", r.resends, r.pings,
+          r.ping_lane);
+    /* the ping's answer: 100 was sent before it on lane 0 and is missing */
+    usnic_rel_tx_ack(&rel, 99, true, 0xF, r.ping_ts, rel.tx.ping.sent_at + 50);
+    ok = 1 == r.resends && 100 == r.resent_seq[0] && 1 == rel.stats.retrans_sack;
     /* 100 is resent on lane 1 (the transport resends on its data channel);
      * a newer lane-0 packet acknowledged first is no sign of its loss */
     segs[0].lane = 1;
-    resend_queued(&rel, segs, 5, 100001);
+    resend_queued(&rel, segs, 5, rel.tx.ping.sent_at + 51);
     segs[5].lane = 0;
-    push_sent_at(&rel, &segs[5], 1, 100002); /* 105 */
-    usnic_rel_tx_ack(&rel, 99, true, 0xF | (1u << 4), 0, 100100);
-    usnic_rel_tx_timer(&rel, rel.tx.rack.deadline ? rel.tx.rack.deadline : 100200);
-    check(r.resends == 1 && rel.stats.retrans_sack == 0, "rack/resent_copy_on_other_lane_not_lost",
-          "resends=%d rack=%" PRIu64, r.resends, rel.stats.retrans_sack);
+    push_sent_at(&rel, &segs[5], 1, rel.tx.ping.sent_at + 52); /* 105 */
+    usnic_rel_tx_ack(&rel, 99, true, 0xF | (1u << 4), 0, rel.tx.ping.sent_at + 100);
+    usnic_rel_tx_timer(&rel,
+                       rel.tx.rack.deadline ? rel.tx.rack.deadline : rel.tx.ping.sent_at + 200);
+    check(ok && r.resends == 1 && rel.stats.retrans_sack == 1,
+          "rack/resent_copy_on_other_lane_not_lost", "resends=%d rack=%" PRIu64, r.resends,
+          rel.stats.retrans_sack);
     usnic_rel_fini(&rel);
 }
 
@@ -620,15 +688,17 @@ static void test_rel_fast_retrans(void)
     check(ok && r.resends == 2 && r.resent_seq[1] == 12 && rel.stats.retrans_fast == 2,
           "rel/new_ack_resets_dup_count", "resends=%d", r.resends);
 
-    /* a segment resent already (here: by the RTO) is not fast-retransmitted again */
+    /* a segment resent already (here: by the ping answer's loss detection)
+     * is not fast-retransmitted again */
     usnic_rel_tx_sent(&rel, &segs[2], 4);
     usnic_rel_tx_ack(&rel, 12, true, 0, 0, 5);
-    usnic_rel_tx_timer(&rel, rel.tx.deadline); /* no round trip measured: an RTO, 13 */
-    resend_queued(&rel, segs, 8, rel.tx.deadline);
+    usnic_rel_tx_timer(&rel, rel.tx.deadline); /* no round trip measured: an RTO, a ping */
+    usnic_rel_tx_ack(&rel, 12, true, 0, r.ping_ts, rel.tx.ping.sent_at + 10); /* 13 lost */
+    resend_queued(&rel, segs, 8, rel.tx.ping.sent_at + 11);
     for (int i = 0; i < 4; i++) {
-        usnic_rel_tx_ack(&rel, 12, true, 0, 0, rel.tx.deadline);
+        usnic_rel_tx_ack(&rel, 12, true, 0, 0, rel.tx.ping.sent_at + 12);
     }
-    check(r.resends == 3 && r.resent_seq[2] == 13 && rel.stats.retrans_fast == 2 && !r.state_bad,
+    check(r.resends >= 3 && r.resent_seq[2] == 13 && rel.stats.retrans_fast == 2 && !r.state_bad,
           "rel/dup_acks_skip_segment_already_resent", "resends=%d fast=%" PRIu64, r.resends,
           rel.stats.retrans_fast);
 
@@ -639,7 +709,7 @@ static void test_rel_fast_retrans(void)
         for (int i = 0; i < 5; i++) {
             usnic_rel_tx_ack(&rel, 15, true, 0, 0, 100000);
         }
-        check(rel.stats.dup_acks == before && r.resends == 3 && usnic_rel_tx_inflight(&rel) == 0,
+        check(rel.stats.dup_acks == before && usnic_rel_tx_inflight(&rel) == 0,
               "rel/no_dup_acks_when_idle", "dup_acks %" PRIu64 " -> %" PRIu64, before,
               rel.stats.dup_acks);
     }
@@ -953,15 +1023,18 @@ static void test_rel_sack_tx(void)
           "sack/tx_cumulative_ack_skips_released", "n=%d acked=%d", n, r.acked);
     usnic_rel_fini(&rel);
 
-    /* the RTO resends the oldest still held after the edge moved onto a released slot */
+    /* the RTO pings behind the oldest still held after the edge moved onto a released slot */
     rel_setup(&rel, &r, 16, 20, 0, 0);
     push_sent(&rel, segs, 4);                                       /* 20..23 */
     n = usnic_rel_tx_ack(&rel, 19, true, 1u << 0, 0, 1);            /* 21 arrived */
     ok = n == 1 && usnic_rel_tx_ack(&rel, 20, false, 0, 0, 2) == 1; /* 20 too */
     ok = ok && usnic_rel_tx_oldest(&rel) == &segs[2];
-    usnic_rel_tx_timer(&rel, rel.tx.deadline); /* no round trip measured: the RTO, 22 */
-    check(ok && r.resends == 1 && r.resent_seq[0] == 22 && rel.stats.retrans_timeout == 1,
-          "sack/tx_timeout_resends_oldest_held", "ok=%d resends=%d", ok, r.resends);
+    segs[2].lane = 1;
+    usnic_rel_tx_timer(&rel, rel.tx.deadline); /* no round trip measured: the RTO */
+    check(ok && 0 == r.resends && 1 == r.pings && 1 == r.ping_lane &&
+              rel.stats.retrans_timeout == 1,
+          "sack/tx_timeout_pings_behind_oldest_held", "ok=%d pings=%d lane=%u", ok, r.pings,
+          r.ping_lane);
     usnic_rel_fini(&rel);
 }
 
@@ -1431,7 +1504,7 @@ static int drop_one_filter(struct sim *s, int from, const uint8_t *pkt, size_t l
 }
 
 /*
- * Tail losses.  Ten small messages give A a round-trip estimate; then the
+ * Tail losses.  Forty small messages give A a round-trip estimate; then the
  * last datagram of a burst is lost (first transmission only).  Nothing
  * follows it, so no ACK can report it: the tail-loss probe must resend it
  * after about two round trips (PTO = 2 SRTT + the peer's ACK delay when it
@@ -1480,11 +1553,12 @@ static void tail_case(const char *name, bool tlp, int burst, int lose_from_end)
     cfg.tlp = tlp;
     cfg.rto_min_ns = 1 * MS; /* a timeout floor well above the probe timeout */
     sim_init(&s, &cfg);
-    for (int k = 0; k < 10; k++) { /* warm-up: one segment each, answered */
+    rc = 0;
+    for (int k = 0; k < 40 && 0 == rc; k++) { /* warm-up: a steady exchange, one at a time */
         sim_send(&s, SIM_A, 200, (uint8_t) k);
         sim_send(&s, SIM_B, 200, (uint8_t) k);
+        rc = sim_run(&s, SIM_LIMIT_NS);
     }
-    rc = sim_run(&s, SIM_LIMIT_NS);
     srtt = s.ep[0].rel.tx.srtt;
     memset(&d, 0, sizeof(d));
     d.module = cfg.module_id[0];
@@ -1498,8 +1572,13 @@ static void tail_case(const char *name, bool tlp, int burst, int lose_from_end)
     sim_summary(&s, sum, sizeof(sum));
     rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
     recovery = (d.count >= 2) ? d.t[1] - d.t[0] : UINT64_MAX;
-    /* two round trips and the ACK delay, a little slack for serialization */
+    /* two round trips and the ACK delay (the round trips barely vary after
+     * the warm-up); in a burst the timer starts again when the ACK of the
+     * rest comes (a round trip and an ACK delay later); a little slack */
     bound = 2 * srtt + cfg.ack_delay_ns + 20 * US;
+    if (burst > lose_from_end) {
+        bound += srtt + cfg.ack_delay_ns;
+    }
     if (tlp) {
         check(0 == rc && srtt > 0 && 0 == s.ep[0].rel.stats.retrans_timeout &&
                   s.ep[0].rel.stats.tlp_probes >= 1 && recovery <= bound + srtt,
@@ -1591,7 +1670,8 @@ static void test_fast_retransmit(void)
           "sack/single_drop_recovered_by_sack_before_timer", "%s %s; %s", why, s.err, sum);
     sim_fini(&s);
 
-    /* with fast retransmit and SACK off, the timer alone recovers every loss */
+    /* with fast retransmit and SACK off, the timers' pings recover every loss:
+     * their answers show what was sent before them and is missing */
     check_seed = 0x5002;
     sim_cfg_default(&cfg);
     cfg.seed = check_seed;
@@ -1609,8 +1689,10 @@ static void test_fast_retransmit(void)
     why[0] = '\0';
     rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
     check(0 == rc && 0 == s.ep[0].rel.stats.retrans_fast + s.ep[1].rel.stats.retrans_fast &&
-              0 == s.ep[0].rel.stats.retrans_sack + s.ep[1].rel.stats.retrans_sack &&
-              s.ep[0].rel.stats.retrans_timeout + s.ep[1].rel.stats.retrans_timeout > 0,
+              s.ep[0].rel.stats.probes_answered + s.ep[1].rel.stats.probes_answered > 0 &&
+              s.ep[0].rel.stats.retrans_timeout + s.ep[1].rel.stats.retrans_timeout +
+                      s.ep[0].rel.stats.tlp_probes + s.ep[1].rel.stats.tlp_probes >
+                  0,
           "fast_retransmit/disabled_timer_only_recovery", "%s %s; %s", why, s.err, sum);
     sim_fini(&s);
 }
