@@ -315,10 +315,14 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
     }
     advanced = usnic_seq_gt(ack, rel->tx.acked);
     answer = rel->tx.ping.waiting && 0 != ts_echo && ts_echo == rel->tx.ping.ts;
-    if (!advanced && !answer && explicit_ack && ack == rel->tx.acked &&
+    if (!advanced && !answer && explicit_ack && 0 == sack_bits && ack == rel->tx.acked &&
         usnic_rel_tx_inflight(rel) > 0) {
         /* a repeat of the current edge, sent as an explicit ACK while data
-         * is outstanding, says "I am missing acked+1": resend it, once */
+         * is outstanding, says "I am missing acked+1": resend it, once.
+         * Only without a SACK bitmap: with one, RACK knows better, lane by
+         * lane (counted blindly, a priority-channel packet overtaking a
+         * data-channel one resent the slower one: every resend measured
+         * without loss was one of those). */
         rel->stats.dup_acks++;
         if (++rel->tx.dup_acks == rel->tx.fast_retrans_dups) {
             struct usnic_rel_seg *seg = *tx_slot(rel, rel->tx.acked + 1u);

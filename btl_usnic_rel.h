@@ -62,8 +62,9 @@
  *     allowance (min RTT / 4); until then the timer waits for that moment.
  *     Lanes may overtake each other, so only a segment's own lane counts.
  *   - fast_retrans_dups explicit duplicate ACKs (repeating tx.acked while
- *     data is outstanding; answers to pings do not count) also resend the
- *     oldest segment, once.
+ *     data is outstanding, without a SACK bitmap - with one, RACK decides,
+ *     lane by lane; answers to pings do not count) also resend the oldest
+ *     segment, once.
  *
  * Receiver rules
  *   - rx.expected is the lowest sequence number not yet received; all

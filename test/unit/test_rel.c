@@ -715,6 +715,20 @@ static void test_rel_fast_retrans(void)
     }
     usnic_rel_fini(&rel);
 
+    /* duplicate ACKs with a SACK bitmap are RACK's, lane by lane: 10 (data
+     * lane) overtaken by 11..13 (priority lane) is not resent */
+    memset(segs, 0, sizeof(segs));
+    rel_setup(&rel, &r, 8, 10, 0, 3);
+    segs[0].lane = 1;
+    push_sent(&rel, segs, 4); /* 10 on lane 1, 11..13 on lane 0 */
+    for (int i = 0; i < 3; i++) {
+        usnic_rel_tx_ack(&rel, 9, true, (uint64_t) 0x7 >> (2 - i), 0, 1 + (uint64_t) i);
+    }
+    check(0 == r.resends && 0 == rel.stats.retrans_fast && 0 == rel.stats.dup_acks,
+          "rel/dup_acks_with_sack_leave_it_to_rack", "resends=%d fast=%" PRIu64, r.resends,
+          rel.stats.retrans_fast);
+    usnic_rel_fini(&rel);
+
     /* threshold 0 disables fast retransmit */
     rel_setup(&rel, &r, 8, 10, 0, 0);
     push_sent(&rel, segs, 4);
