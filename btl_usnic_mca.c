@@ -113,8 +113,12 @@ int usnic_register_params(void)
             "Microseconds an ACK may wait for data to ride on before it is sent on its own", 50,
             OPAL_INFO_LVL_5, &p->ack_delay);
     reg_int("fast_retrans_dups",
-            "Duplicate ACKs that trigger an immediate retransmission (0 = never)", 3,
-            OPAL_INFO_LVL_6, &p->fast_retrans_dups);
+            "Duplicate ACKs without a selective-ACK bitmap that trigger an immediate "
+            "retransmission of the oldest segment (0 = never).  Off by default: receivers send "
+            "a bitmap with every gap, and the time-based loss detection (RACK) reads it per "
+            "channel; counting duplicates resent segments that were merely overtaken by the "
+            "other channel (measured: every resend without loss was one)",
+            0, OPAL_INFO_LVL_6, &p->fast_retrans_dups);
     reg_int("peer_timeout",
             "Seconds without any acknowledgement from a peer that has data outstanding before "
             "the peer is declared unreachable and the job is told (0 = never)",
