@@ -7,6 +7,9 @@
 
 #include "btl_usnic_rel.h"
 
+/* a branch hint (the core does not include Open MPI) */
+#define USNIC_REL_LIKELY(x) __builtin_expect(!!(x), 1)
+
 static uint64_t clamp_rto(const struct usnic_rel *rel, uint64_t rto)
 {
     if (rto < rel->timing.rto_min) {
@@ -89,6 +92,9 @@ uint64_t usnic_rel_tx_rto(const struct usnic_rel *rel)
 {
     uint64_t rto = rel->tx.rto;
 
+    if (USNIC_REL_LIKELY(0 == rel->tx.backoff)) {
+        return rto; /* already within [rto_min, rto_max] */
+    }
     for (uint32_t i = 0; i < rel->tx.backoff && rto < rel->timing.rto_max; i++) {
         rto <<= 1;
     }
@@ -122,20 +128,26 @@ static uint64_t probe_timeout(const struct usnic_rel *rel, uint64_t rto)
 /* (Re)start the probe or retransmission timeout from now. */
 static void timer_restart(struct usnic_rel *rel, uint64_t now)
 {
-    uint64_t rto = usnic_rel_tx_rto(rel);
+    uint64_t rto;
 
     if (0 == usnic_rel_tx_inflight(rel)) {
+        /* nothing outstanding (the common end of a ping-pong's ACK) */
         rel->tx.rto_deadline = 0;
         rel->tx.pto_armed = false;
-    } else if (rel->timing.tlp && 0 != rel->tx.srtt && !rel->tx.probe_out && 0 == rel->tx.backoff) {
+        rel->tx.rack.deadline = 0;
+        if (0 != rel->tx.deadline) {
+            rel->tx.deadline = 0;
+            rel->ops->timer_set(rel, 0);
+        }
+        return;
+    }
+    rto = usnic_rel_tx_rto(rel);
+    if (rel->timing.tlp && 0 != rel->tx.srtt && !rel->tx.probe_out && 0 == rel->tx.backoff) {
         rel->tx.pto_armed = true;
-        rel->tx.rto_deadline = now + probe_timeout(rel, rto);
+        rel->tx.rto_deadline = now + rel->tx.pto;
     } else {
         rel->tx.pto_armed = false;
         rel->tx.rto_deadline = now + rto;
-    }
-    if (0 == rel->tx.rto_deadline) {
-        rel->tx.rack.deadline = 0; /* nothing outstanding: nothing to find lost */
     }
     timer_update(rel);
 }
@@ -217,6 +229,7 @@ static void rtt_sample(struct usnic_rel *rel, uint64_t r)
     }
     var4 = 4 * rel->tx.rttvar;
     rel->tx.rto = clamp_rto(rel, rel->tx.srtt + (var4 ? var4 : 1));
+    rel->tx.pto = probe_timeout(rel, rel->tx.rto);
     rel->tx.backoff = 0; /* a measurement ends the backoff */
     rel->stats.rtt_samples++;
 }
@@ -374,8 +387,8 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
         rel->tx.dup_acks = 0;
         rel->tx.probe_out = false;
     }
-    if (released > 0 || answer) {
-        detect_losses(rel, now);
+    if ((released > 0 || answer) && usnic_seq_lt(rel->tx.acked + 1u, rel->tx.rack.end)) {
+        detect_losses(rel, now); /* something lies between the edge and what arrived */
     }
     if (advanced || 0 == usnic_rel_tx_inflight(rel)) {
         timer_restart(rel, now); /* RFC 6298 5.3; stops it when nothing is left */
