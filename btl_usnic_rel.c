@@ -289,10 +289,13 @@ static void detect_losses(struct usnic_rel *rel, uint64_t now)
     }
 }
 
-/* Release reported segments of a SACK bitmap; returns how many. */
-static int sack_release(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits, uint64_t now)
+/* Release reported segments of a SACK bitmap; returns how many, and in
+ * *rtt the round trip of the newest of them sent only once (0: none). */
+static int sack_release(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits, uint64_t now,
+                        uint64_t *rtt)
 {
     int released = 0;
+    uint64_t newest = 0;
 
     for (int i = 0; i < 64 && 0 != (bits >> i); i++) {
         usnic_seq_t s = ack + 2u + (uint32_t) i;
@@ -307,6 +310,10 @@ static int sack_release(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits, u
         if (NULL != *slot) {
             struct usnic_rel_seg *seg = *slot;
             note_delivered(rel, seg, now);
+            if (1 == seg->sends && seg->xmit_ts >= newest) {
+                newest = seg->xmit_ts; /* a receiver reports a hole at once */
+                *rtt = now - seg->xmit_ts;
+            }
             *slot = NULL;
             release(rel, seg);
             rel->stats.sacked++;
@@ -319,6 +326,7 @@ static int sack_release(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits, u
 int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, uint64_t sack_bits,
                      uint32_t ts_echo, uint64_t now)
 {
+    uint64_t sack_rtt = 0;
     int released = 0;
     bool advanced, answer;
 
@@ -360,7 +368,7 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
     /* a bitmap that came with an older edge is stale: the cumulative ACK
      * has moved past the hole it describes */
     if (0 != sack_bits && usnic_seq_ge(ack, rel->tx.acked)) {
-        released += sack_release(rel, ack, sack_bits, now);
+        released += sack_release(rel, ack, sack_bits, now, &sack_rtt);
     }
     if (answer) {
         /* our ping arrived: it counts as a delivered packet of its lane,
@@ -382,15 +390,23 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
         if (rtt < 0x80000000u) {
             rtt_sample(rel, rtt);
         }
+    } else if (0 != sack_rtt) {
+        /* no new edge, but the peer reported segments it got (it does so at
+         * once): a measurement, and proof that it answers */
+        rtt_sample(rel, sack_rtt);
     }
     if (advanced) {
         rel->tx.dup_acks = 0;
+    }
+    if (released > 0) {
+        /* progress, even if only selective: a probe may go again (a resend
+         * lost once more is then found in round trips, not by the RTO) */
         rel->tx.probe_out = false;
     }
     if ((released > 0 || answer) && usnic_seq_lt(rel->tx.acked + 1u, rel->tx.rack.end)) {
         detect_losses(rel, now); /* something lies between the edge and what arrived */
     }
-    if (advanced || 0 == usnic_rel_tx_inflight(rel)) {
+    if (released > 0 || 0 == usnic_rel_tx_inflight(rel)) {
         timer_restart(rel, now); /* RFC 6298 5.3; stops it when nothing is left */
     } else {
         timer_update(rel);

@@ -1044,8 +1044,13 @@ static void test_rel_sack_tx(void)
     ok = n == 1 && usnic_rel_tx_ack(&rel, 20, false, 0, 0, 2) == 1; /* 20 too */
     ok = ok && usnic_rel_tx_oldest(&rel) == &segs[2];
     segs[2].lane = 1;
-    usnic_rel_tx_timer(&rel, rel.tx.deadline); /* no round trip measured: the RTO */
-    check(ok && 0 == r.resends && 1 == r.pings && 1 == r.ping_lane &&
+    /* the SACK of 21 measured a round trip (SACKs come at once): first the
+     * probe timeout (a ping behind the tail, 23, lane 0), then the RTO */
+    ok = ok && rel.tx.srtt == 1 && rel.tx.pto_armed;
+    usnic_rel_tx_timer(&rel, rel.tx.deadline);
+    ok = ok && 1 == r.pings && 0 == r.ping_lane && 1 == rel.stats.tlp_probes;
+    usnic_rel_tx_timer(&rel, rel.tx.deadline);
+    check(ok && 0 == r.resends && 2 == r.pings && 1 == r.ping_lane &&
               rel.stats.retrans_timeout == 1,
           "sack/tx_timeout_pings_behind_oldest_held", "ok=%d pings=%d lane=%u", ok, r.pings,
           r.ping_lane);
