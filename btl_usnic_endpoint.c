@@ -1,6 +1,6 @@
 /*
  * Endpoints: creation from a peer's modex record, the reliability core's
- * transport operations (timers through the module's hotel, the resend
+ * transport operations (the connection timers' deadlines, pings, the resend
  * queue, releasing acknowledged segments), and peer failure.
  */
 #include <string.h>
