@@ -104,3 +104,18 @@ netns_bind() {
         BIND_DESC="rank 0 on h1 ($h1), rank 1 on h2 ($h2), not bound (one CPU)"
     fi
 }
+
+# nsbed_remove PROG: remove the test bed nsbed_up made (test/lib/netns.sh;
+# every process left in it by pid, then the namespaces), if there is one,
+# and say whether any namespace was left behind.
+nsbed_remove() {
+    local n=${#NSB_MADE[@]} left
+    [ "$n" -gt 0 ] || return 0
+    nsbed_down
+    left=$(ip netns list 2>/dev/null | grep -F -e "$NSB_BASE-")
+    if [ -n "$left" ]; then
+        echo "$1: WARNING: namespaces left behind: $left" >&2
+    else
+        echo "# test bed removed ($n namespaces)" >&2
+    fi
+}

@@ -358,24 +358,14 @@ TEST_TMP=$LOGDIR/testbed
 . "$REPO/test/lib/netns.sh"
 NSB_MTU=$NETNS_MTU
 cleanup() {
-    local n left
     trap - EXIT INT TERM HUP
     # the run in progress (timeout -> ip netns exec/mpirun in head), by PID
     if [ -n "$RUNPID" ] && kill -0 "$RUNPID" 2>/dev/null; then
         kill -TERM "$RUNPID" 2>/dev/null
     fi
-    n=${#NSB_MADE[@]}
-    if [ "$n" -gt 0 ]; then
-        # every process still in the namespaces (mpirun, orted, ranks), by
-        # PID, then the namespaces
-        nsbed_down
-        left=$(ip netns list 2>/dev/null | grep -F -e "$NSB_BASE-")
-        if [ -n "$left" ]; then
-            echo "loss.sh: WARNING: namespaces left behind: $left" >&2
-        else
-            echo "# test bed removed ($n namespaces)" >&2
-        fi
-    fi
+    # every process still in the namespaces (mpirun, orted, ranks), by
+    # PID, then the namespaces
+    nsbed_remove loss.sh
     [ -n "$RUNPID" ] && wait "$RUNPID" 2>/dev/null
     RUNPID=""
 }

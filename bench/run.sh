@@ -215,18 +215,10 @@ if [ $NETNS = 1 ]; then
     # End what this script started (by pid), then the namespaces (and any
     # process still in them); check that none is left.
     netns_teardown() {
-        local p left
+        local p
         for p in "${STARTED[@]}"; do kill -TERM "$p" 2>/dev/null; done
         STARTED=()
-        [ ${#NSB_MADE[@]} -gt 0 ] || return 0
-        local n=${#NSB_MADE[@]}
-        nsbed_down
-        left=$(ip netns list 2>/dev/null | grep -F -e "$NSB_BASE-")
-        if [ -n "$left" ]; then
-            echo "run.sh: WARNING: namespaces left behind: $left" >&2
-        else
-            echo "# test bed removed ($n namespaces)" >&2
-        fi
+        nsbed_remove run.sh
     }
     if ! nsbed_up 2 >"$LOGDIR/testbed.log" 2>&1; then
         cat "$LOGDIR/testbed.log" >&2

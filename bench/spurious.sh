@@ -206,7 +206,7 @@ RUNPID=""
 PRIV_NS=""
 NSB_MADE=()
 cleanup() {
-    local p n left
+    local p left
     trap - EXIT INT TERM HUP
     if [ -n "$RUNPID" ] && kill -0 "$RUNPID" 2>/dev/null; then
         kill -TERM "$RUNPID" 2>/dev/null
@@ -222,16 +222,7 @@ cleanup() {
         ip netns del "$PRIV_NS" 2>/dev/null
     fi
     PRIV_NS=""
-    n=${#NSB_MADE[@]}
-    if [ "$n" -gt 0 ]; then
-        nsbed_down
-        left=$(ip netns list 2>/dev/null | grep -F -e "$NSB_BASE-")
-        if [ -n "$left" ]; then
-            echo "spurious.sh: WARNING: namespaces left behind: $left" >&2
-        else
-            echo "# test bed removed ($n namespaces)" >&2
-        fi
-    fi
+    nsbed_remove spurious.sh
     [ -n "$RUNPID" ] && wait "$RUNPID" 2>/dev/null
     RUNPID=""
 }
