@@ -156,6 +156,13 @@ typedef struct usnic_module {
 /* Data-channel polls without a completion before it is polled less often. */
 #define USNIC_DATA_IDLE_POLLS 64
 
+/* What the keyed MAC of every datagram covers (btl_usnic_auth). */
+enum usnic_auth_mode {
+    USNIC_AUTH_NONE = 0,   /* no MAC */
+    USNIC_AUTH_HEADER = 1, /* every header field (the default) */
+    USNIC_AUTH_FULL = 2    /* headers and payload */
+};
+
 /* All tunables (registered in btl_usnic_mca.c). */
 typedef struct usnic_params {
     char *providers; /* ordered list to try */
@@ -183,9 +190,12 @@ typedef struct usnic_params {
     int max_inflight;      /* unacknowledged bytes per peer at most (0 = half its buffer) */
     int udp_datagram_size; /* udp provider: 0 = interface MTU, -1 = advertised, N = cap */
     int stream_copy_min;   /* PUTs this large are copied past the caches; 0 = never */
+    int auth;              /* enum usnic_auth_mode: what the keyed MAC covers */
+    int checksum;          /* 1: CRC32C over header and payload */
     double debug_drop_rate;
     double debug_dup_rate;
     double debug_reorder_rate;
+    double debug_corrupt_rate; /* fraction of sent datagrams corrupted after their checksum */
     int debug_seed;
     int debug_isn; /* >= 0: fixed initial sequence number (tests) */
 } usnic_params_t;
