@@ -1,0 +1,119 @@
+/*
+ * Integrity of the usnic datagrams: a keyed MAC (SipHash-2-4) and a
+ * checksum (CRC32C), both written here from their specifications and
+ * checked against the published test vectors (test/unit/test_auth.c).
+ * Plain C11 (plus <immintrin.h>/<cpuid.h> on x86-64); no Open MPI header.
+ *
+ * SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF",
+ * 2012): a pseudorandom function of a 128-bit key and a message of any
+ * length, 64-bit output.  As a MAC it needs no nonce (a datagram resent
+ * with the same sequence number and other fields changed is just another
+ * message), no state between messages, no allocation and no library
+ * initialisation; it is fastest on the short inputs the header MAC has
+ * (docs/perf-mac.md).  The key is the sender's secret, known to every
+ * receiver of the job.  The tag is the 64-bit output; on the wire it is
+ * stored little-endian (usnic_sip_tag_store), which is the byte order of
+ * the reference test vectors.
+ *
+ * A datagram's MAC covers memory in several places (the header in the
+ * segment buffer, the payload in the user's buffer when sent zero-copy):
+ * usnic_siphash24_pieces() takes a list of pieces, and the streaming
+ * interface (init/update/final) any split at all; the result is that of
+ * the one-shot function over the concatenation.
+ *
+ * CRC32C: the CRC-32 of the Castagnoli polynomial 0x1EDC6F41 (reflected
+ * 0x82F63B78), with the iSCSI conventions of RFC 3720 (initial value and
+ * final XOR all ones, bits reflected): usnic_crc32c(0, "123456789", 9) is
+ * 0xE3069283.  The running value chains: usnic_crc32c(usnic_crc32c(0, a,
+ * na), b, nb) is the CRC of a followed by b.  On x86-64 CPUs with SSE4.2
+ * and PCLMULQDQ it runs the crc32 instruction on three interleaved streams
+ * (8 bytes a cycle); elsewhere a table-driven version (slicing by 8).  The
+ * choice is made once, when the library is loaded (a constructor), so the
+ * hot path does not test for it.
+ *
+ * usnic_crc32c_copy() copies and checksums in one pass over the source
+ * (the receive path's copy from its receive buffer into the user's buffer
+ * then costs little more than the copy); usnic_crc32c_copy_nt() does the
+ * same with non-temporal stores, for the large PUT chunks that the
+ * receive path already copies past the caches (btl_usnic_stream_copy_min).
+ */
+#ifndef BTL_USNIC_AUTH_H
+#define BTL_USNIC_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ============================================================ SipHash-2-4 */
+
+#define USNIC_SIP_KEY_BYTES 16
+#define USNIC_SIP_TAG_BYTES 8
+
+/* The key as two 64-bit words (bytes 0..7 and 8..15, little-endian). */
+struct usnic_sip_key {
+    uint64_t k0, k1;
+};
+
+/* A streaming computation: init, any number of updates, final. */
+struct usnic_sip_state {
+    uint64_t v0, v1, v2, v3;
+    uint64_t tail;   /* bytes of an incomplete word, little-endian */
+    uint64_t ntotal; /* bytes fed so far */
+};
+
+/* One piece of a message that lies in several places. */
+struct usnic_auth_piece {
+    const void *base;
+    size_t len;
+};
+
+void usnic_sip_key_load(struct usnic_sip_key *key, const uint8_t bytes[USNIC_SIP_KEY_BYTES]);
+
+uint64_t usnic_siphash24(const struct usnic_sip_key *key, const void *data, size_t len);
+uint64_t usnic_siphash24_pieces(const struct usnic_sip_key *key,
+                                const struct usnic_auth_piece *pieces, size_t npieces);
+
+void usnic_sip_init(struct usnic_sip_state *s, const struct usnic_sip_key *key);
+void usnic_sip_update(struct usnic_sip_state *s, const void *data, size_t len);
+uint64_t usnic_sip_final(const struct usnic_sip_state *s);
+
+/* The tag's 8 bytes on the wire (little-endian), and back. */
+void usnic_sip_tag_store(uint8_t out[USNIC_SIP_TAG_BYTES], uint64_t tag);
+uint64_t usnic_sip_tag_load(const uint8_t in[USNIC_SIP_TAG_BYTES]);
+
+/* Whether a received tag is the expected one, in time independent of where
+ * they differ (one 64-bit comparison, no early exit over bytes). */
+static inline bool usnic_sip_tag_equal(uint64_t a, uint64_t b)
+{
+    return 0 == (a ^ b);
+}
+
+/* Whether n bytes at a and b are equal, in time independent of their values. */
+bool usnic_auth_equal_ct(const void *a, const void *b, size_t n);
+
+/* ================================================================ CRC32C */
+
+enum usnic_crc32c_impl {
+    USNIC_CRC32C_AUTO = 0, /* hardware when the CPU has it, else table */
+    USNIC_CRC32C_TABLE,    /* portable table-driven code */
+    USNIC_CRC32C_HW        /* SSE4.2 crc32 + PCLMULQDQ */
+};
+
+uint32_t usnic_crc32c(uint32_t crc, const void *data, size_t len);
+/* memcpy(dst, src, len) (the areas must not overlap), and return the CRC
+ * of those bytes continued from crc. */
+uint32_t usnic_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
+/* The same with non-temporal stores (on x86-64; a plain copy elsewhere):
+ * dst is not left in the caches, and the stores are ordered (sfence)
+ * before the function returns. */
+uint32_t usnic_crc32c_copy_nt(uint32_t crc, void *dst, const void *src, size_t len);
+
+/* The implementation in use; and a way to choose one (tests, benchmarks):
+ * returns the one now in use (HW falls back to TABLE if the CPU lacks it).
+ * Not thread-safe: call it before other threads checksum. */
+enum usnic_crc32c_impl usnic_crc32c_impl(void);
+enum usnic_crc32c_impl usnic_crc32c_select(enum usnic_crc32c_impl want);
+bool usnic_crc32c_hw_available(void);
+const char *usnic_crc32c_impl_name(enum usnic_crc32c_impl impl);
+
+#endif /* BTL_USNIC_AUTH_H */
