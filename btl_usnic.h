@@ -29,6 +29,7 @@
 #include "opal/threads/mutex.h"
 #include "opal/util/output.h"
 
+#include "btl_usnic_auth.h"
 #include "btl_usnic_proto.h"
 #include "btl_usnic_reg.h"
 #include "btl_usnic_rel.h"
@@ -48,7 +49,11 @@ BEGIN_C_DECLS
 #define USNIC_PUT_RECENT 4
 
 /* Version of the modex record layout (btl_usnic_proc.h). */
-#define USNIC_MODEX_VERSION 1
+#define USNIC_MODEX_VERSION 2
+
+/* Datagrams from a sender of our job whose modex record is being fetched
+ * (btl_usnic_proc.c), held per module until it arrives. */
+#define USNIC_PARK_MAX 64
 
 /* Channels of a module. */
 enum usnic_channel_id {
@@ -81,8 +86,17 @@ typedef struct usnic_channel {
     opal_free_list_t rx_segs; /* receive buffers: prefix + mtu bytes each */
     struct sockaddr_in addr;  /* bound address (port assigned by the provider) */
     int rcvbuf;               /* kernel receive buffer bytes, 0 if unknown */
+    int sock_fd;              /* the provider's UDP socket (not ours to close), -1 if unknown */
     size_t inject_size;       /* datagrams up to this size go out with fi_inject */
 } usnic_channel_t;
+
+/* Where the datagram being processed came from. */
+typedef struct usnic_rx_source {
+    fi_addr_t fi;  /* USNIC_SRC_FI: the sender's entry in our AV (FI_ADDR_NOTAVAIL: none) */
+    uint32_t ip;   /* USNIC_SRC_PREFIX: its IPv4 address, network order */
+    uint16_t port; /* USNIC_SRC_PREFIX: its UDP port, network order */
+    uint8_t lane;  /* the channel it arrived on */
+} usnic_rx_source_t;
 
 /* Fault injection on the receive path (debug parameters). */
 typedef struct usnic_fault {
@@ -92,19 +106,38 @@ typedef struct usnic_fault {
     uint64_t rng;      /* xorshift state, from btl_usnic_debug_seed */
     uint8_t *held_buf; /* a packet held back to be processed late (copy) */
     uint32_t held_len; /* 0 = nothing held */
+    usnic_rx_source_t held_from;
+    double corrupt_rate; /* fraction of sent datagrams with one byte flipped after sealing */
 } usnic_fault_t;
+
+/* How the source of an arriving datagram is known. */
+enum usnic_src_check {
+    USNIC_SRC_NONE = 0,  /* not at all: the MAC alone vouches for the sender */
+    USNIC_SRC_FI = 1,    /* FI_SOURCE: the completion names the sender's AV entry */
+    USNIC_SRC_PREFIX = 2 /* the provider's receive prefix holds the Ethernet/IPv4/UDP headers */
+};
+
+/* A datagram held until its sender's modex record arrives. */
+typedef struct usnic_parked {
+    uint32_t vpid;          /* the sender process it names */
+    uint32_t len;           /* 0: slot free */
+    usnic_rx_source_t from; /* as it arrived */
+    uint8_t *buf;           /* data MTU bytes, allocated on first use */
+} usnic_parked_t;
 
 typedef struct usnic_module {
     mca_btl_base_module_t super;
 
-    int index;                  /* position in the component's module array */
-    uint32_t module_id;         /* unique in the job: (vpid << 8) | index */
-    char ifname[64];            /* interface (libfabric domain) name */
-    char prov_name[32];         /* provider that created it */
-    struct sockaddr_in if_addr; /* interface IPv4 address */
-    uint32_t if_prefixlen;      /* netmask length */
-    uint32_t link_mbps;         /* link speed, Mbit/s (0 if unknown) */
-    uint32_t local_isn;         /* first sequence number we send to every peer */
+    int index;          /* position in the component's module array */
+    uint32_t module_id; /* (vpid << 8) | index: a hint in packets, unique in the job */
+    uint64_t key;       /* our identity on the wire: random, published in the modex */
+    uint8_t secret[USNIC_SIP_KEY_BYTES]; /* our MAC secret: random, published in the modex */
+    struct usnic_sip_key mac_key;        /* secret, loaded */
+    char ifname[64];                     /* interface (libfabric domain) name */
+    char prov_name[32];                  /* provider that created it */
+    struct sockaddr_in if_addr;          /* interface IPv4 address */
+    uint32_t if_prefixlen;               /* netmask length */
+    uint32_t link_mbps;                  /* link speed, Mbit/s (0 if unknown) */
 
     struct fi_info *info;
     struct fid_fabric *fabric;
@@ -125,7 +158,7 @@ typedef struct usnic_module {
     opal_free_list_t big_bufs;  /* pack / reassembly buffers of max_msg_len bytes */
     usnic_seg_list_ctx_t seg_list_ctx[2 + USNIC_NUM_CHANNELS];
 
-    opal_hash_table_t senders; /* peer module id -> endpoint */
+    opal_hash_table_t senders; /* peer module key -> endpoint */
     opal_list_t endpoints;     /* all endpoints of this module */
     opal_list_t sendq_eps;     /* endpoints with queued fragments and an open window */
     opal_list_t ack_eps;       /* endpoints that owe their peer an ACK */
@@ -145,11 +178,15 @@ typedef struct usnic_module {
         bool reused;         /* it had been a target before: copy through the cache */
     } put_recent[USNIC_PUT_RECENT];
     unsigned put_recent_next;
-    uint32_t data_idle;      /* consecutive progress calls without data completions */
-    uint64_t now_us;         /* usnic_now_us() at the start of the current progress call */
-    bool in_progress;        /* inside module_progress (now_us is fresh) */
-    uint32_t last_sender_id; /* cache of the last sender lookup (module id -> endpoint) */
+    uint32_t data_idle;       /* consecutive progress calls without data completions */
+    uint64_t now_us;          /* usnic_now_us() at the start of the current progress call */
+    bool in_progress;         /* inside module_progress (now_us is fresh) */
+    uint64_t last_sender_key; /* cache of the last sender lookup (key -> endpoint) */
     struct mca_btl_base_endpoint_t *last_sender;
+    enum usnic_src_check src_check; /* how arriving datagrams' sources are checked */
+    usnic_rx_source_t rx_from;      /* source of the datagram being processed */
+    usnic_parked_t parked[USNIC_PARK_MAX];
+    int n_parked;
     bool finalized;
 } usnic_module_t;
 
@@ -162,6 +199,11 @@ enum usnic_auth_mode {
     USNIC_AUTH_HEADER = 1, /* every header field (the default) */
     USNIC_AUTH_FULL = 2    /* headers and payload */
 };
+
+static inline const char *usnic_auth_mode_name(int mode)
+{
+    return (USNIC_AUTH_NONE == mode) ? "none" : (USNIC_AUTH_HEADER == mode) ? "header" : "full";
+}
 
 /* All tunables (registered in btl_usnic_mca.c). */
 typedef struct usnic_params {
@@ -206,10 +248,13 @@ typedef struct usnic_component {
     usnic_params_t params;
     int num_modules;
     usnic_module_t **modules;
-    char *chosen_provider;       /* provider that won discovery */
-    uint64_t job_key;            /* per-job key, identical in every process of the job */
-    opal_recursive_mutex_t lock; /* taken only when MPI threads are in use */
-    struct usnic_reg_table regs; /* registrations for emulated PUT */
+    char *chosen_provider;         /* provider that won discovery */
+    struct usnic_sip_key put_key;  /* keys the PUT registration keys (btl_usnic_reg.h) */
+    struct usnic_lookups *lookups; /* modex records being fetched (btl_usnic_proc.c) */
+    uint32_t job_size;             /* processes in our job (0: unknown) */
+    bool param_error;              /* a parameter was refused (and reported) during init */
+    opal_recursive_mutex_t lock;   /* taken only when MPI threads are in use */
+    struct usnic_reg_table regs;   /* registrations for emulated PUT */
     bool use_threads;
 } usnic_component_t;
 
@@ -236,6 +281,8 @@ static inline void usnic_unlock(void)
 /* btl_usnic_mca.c */
 int usnic_register_params(void);
 int usnic_check_params(void);
+/* Receive depths against what a provider's endpoints take (rx_attr->size). */
+int usnic_check_rx_limits(const char *provider, const char *device, size_t rx_size, int data_rd);
 
 /* btl_usnic_component.c */
 int usnic_component_progress(void);
@@ -261,6 +308,11 @@ void usnic_handle_recv(usnic_module_t *module, usnic_channel_t *chan, struct usn
 void usnic_repost_recv(usnic_module_t *module, usnic_channel_t *chan, struct usnic_seg *seg);
 /* Process a packet held back by reorder injection (when idle, or after the next arrival). */
 void usnic_fault_flush(usnic_module_t *module, bool idle);
+/* The modex record of process vpid arrived (its endpoint exists if it is a
+ * peer): hand the datagrams held for it to the receive path, or drop them. */
+void usnic_release_parked(usnic_module_t *module, uint32_t vpid);
+/* Free the held datagrams' buffers (module teardown). */
+void usnic_parked_fini(usnic_module_t *module);
 
 END_C_DECLS
 

@@ -4,6 +4,7 @@
  * module creation, and the progress engine.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -58,6 +59,8 @@ static int usnic_component_open(void)
     c->num_modules = 0;
     c->modules = NULL;
     c->chosen_provider = NULL;
+    c->lookups = NULL;
+    c->param_error = false;
     OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
     usnic_reg_table_init(&c->regs);
     return OPAL_SUCCESS;
@@ -73,6 +76,7 @@ static int usnic_component_close(void)
     free(c->chosen_provider);
     c->chosen_provider = NULL;
     usnic_reg_table_fini(&c->regs);
+    usnic_lookup_fini();
     OBJ_DESTRUCT(&c->lock);
     return OPAL_SUCCESS;
 }
@@ -87,7 +91,8 @@ struct usnic_filters {
     int n_exclude;
 };
 
-static struct fi_info *query_provider_threading(const char *prov, enum fi_threading threading)
+static struct fi_info *query_provider_caps(const char *prov, enum fi_threading threading,
+                                           uint64_t caps)
 {
     struct fi_info *hints, *info = NULL;
     int rc;
@@ -96,7 +101,7 @@ static struct fi_info *query_provider_threading(const char *prov, enum fi_thread
     if (NULL == hints) {
         return NULL;
     }
-    hints->caps = FI_MSG;
+    hints->caps = caps;
     hints->mode = FI_CONTEXT | FI_MSG_PREFIX;
     hints->ep_attr->type = FI_EP_DGRAM;
     hints->addr_format = FI_SOCKADDR_IN;
@@ -118,6 +123,18 @@ static struct fi_info *query_provider_threading(const char *prov, enum fi_thread
  * for FI_THREAD_DOMAIN, which lets the provider drop its own locks (about a
  * tenth of the instructions of a small-message round trip with udp), and
  * take whatever the provider offers if it cannot.
+ */
+static struct fi_info *query_provider_threading(const char *prov, enum fi_threading threading)
+{
+    struct fi_info *info = query_provider_caps(prov, threading, FI_MSG | FI_SOURCE);
+    return (NULL != info) ? info : query_provider_caps(prov, threading, FI_MSG);
+}
+
+/*
+ * FI_SOURCE, where the provider has it, names the sender of every datagram
+ * (btl_usnic_recv.c drops a datagram whose source is not its claimed
+ * sender's modex address); the usnic provider puts the received headers in
+ * the receive prefix instead.
  */
 static struct fi_info *query_provider(const char *prov)
 {
@@ -212,9 +229,11 @@ static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usni
         return OPAL_ERROR;
     }
     chan->rcvbuf = 0;
+    chan->sock_fd = -1;
     if (module->is_udp) {
         int rcv = 0, snd = 0;
-        if (0 == usnic_udp_tune_socket(&chan->addr, p->udp_sockbuf, &rcv, &snd)) {
+        chan->sock_fd = usnic_udp_tune_socket(&chan->addr, p->udp_sockbuf, &rcv, &snd);
+        if (chan->sock_fd >= 0) {
             chan->rcvbuf = rcv;
             USNIC_VERBOSE(20, "%s: channel %d socket buffers: receive %d, send %d bytes",
                           module->ifname, id, rcv, snd);
@@ -360,19 +379,36 @@ static usnic_module_t *module_create(struct fi_info *fi, uint32_t addr, int inde
     } else {
         module->super.btl_bandwidth = module->link_mbps;
     }
-    if (p->debug_isn >= 0) {
-        module->local_isn = (uint32_t) p->debug_isn;
-    } else {
-        uint64_t s = usnic_hash64(&module->module_id, sizeof(module->module_id),
-                                  usnic_now_us() ^ (uint64_t) getpid());
-        module->local_isn = (uint32_t) usnic_rand(&s);
-    }
+    /* our identity and MAC secret: from the kernel's CSPRNG, never derived
+     * from anything an outsider can know (job id, pid, host, time) */
+    do {
+        if (0 != usnic_random_bytes(&module->key, sizeof(module->key)) ||
+            0 != usnic_random_bytes(module->secret, sizeof(module->secret))) {
+            opal_show_help("help-mpi-btl-usnic.txt", "no randomness", true,
+                           opal_process_info.nodename, strerror(errno));
+            free(module);
+            return NULL;
+        }
+    } while (0 == module->key);
+    usnic_sip_key_load(&module->mac_key, module->secret);
 
     module->info = fi_dupinfo(fi);
     if (NULL == module->info) {
         goto err_free;
     }
     module->is_udp = (0 == strcmp(module->prov_name, "udp"));
+    if (0 == strcmp(module->prov_name, "usnic") && (module->info->mode & FI_MSG_PREFIX) &&
+        module->info->ep_attr->msg_prefix_size >= 14 + 20 + 8) {
+        module->src_check = USNIC_SRC_PREFIX;
+    } else if (module->info->caps & FI_SOURCE) {
+        module->src_check = USNIC_SRC_FI;
+    } else {
+        module->src_check = USNIC_SRC_NONE;
+        USNIC_VERBOSE(5,
+                      "%s: provider %s cannot tell datagram sources: only keys and the MAC "
+                      "identify senders",
+                      module->ifname, module->prov_name);
+    }
     module->stream_copy_min = (uint64_t) p->stream_copy_min;
     data_mtu = choose_datagram_size(module, (uint32_t) fi->ep_attr->max_msg_size, if_mtu);
     if (data_mtu < USNIC_HDR_LEN_MAX + 64) {
@@ -403,6 +439,11 @@ static usnic_module_t *module_create(struct fi_info *fi, uint32_t addr, int inde
         if (rd_num < 64) {
             rd_num = 64;
         }
+    }
+    if (OPAL_SUCCESS != usnic_check_rx_limits(module->prov_name, module->ifname,
+                                              module->info->rx_attr->size, rd_num)) {
+        mca_btl_usnic_component.param_error = true; /* reported: not a missing device */
+        goto err_release;
     }
     module->seg_max = p->seg_num;
     if ((uint64_t) module->seg_max * data_mtu > USNIC_TX_BYTES_MAX) {
@@ -518,6 +559,7 @@ static int module_init_state(usnic_module_t *module)
     module->fault.drop_rate = p->debug_drop_rate;
     module->fault.dup_rate = p->debug_dup_rate;
     module->fault.reorder_rate = p->debug_reorder_rate;
+    module->fault.corrupt_rate = p->debug_corrupt_rate;
     module->fault.rng =
         usnic_hash64(&module->module_id, sizeof(module->module_id), (uint64_t) p->debug_seed);
     if (module->fault.reorder_rate > 0.0) {
@@ -634,8 +676,24 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         return NULL;
     }
     c->use_threads = enable_mpi_threads;
-    c->job_key =
-        usnic_hash64(&OPAL_PROC_MY_NAME.jobid, sizeof(OPAL_PROC_MY_NAME.jobid), 0x75736e6963ull);
+    {
+        /* the size of our job bounds which senders may be looked up lazily */
+        opal_process_name_t wildcard = {OPAL_PROC_MY_NAME.jobid, OPAL_VPID_WILDCARD};
+        uint32_t size = 0, *sizep = &size;
+        int rc;
+        OPAL_MODEX_RECV_VALUE(rc, OPAL_PMIX_JOB_SIZE, &wildcard, &sizep, OPAL_UINT32);
+        c->job_size = (OPAL_SUCCESS == rc) ? size : 0;
+    }
+    {
+        uint8_t k[USNIC_SIP_KEY_BYTES];
+        if (0 != usnic_random_bytes(k, sizeof(k))) {
+            opal_show_help("help-mpi-btl-usnic.txt", "no randomness", true,
+                           opal_process_info.nodename, strerror(errno));
+            return NULL;
+        }
+        usnic_sip_key_load(&c->put_key, k);
+        usnic_reg_table_set_key(&c->regs, &c->put_key);
+    }
 
     memset(&flt, 0, sizeof(flt));
     flt.n_include = usnic_if_filter_parse(p->if_include, flt.include, 32, &bad);
@@ -660,7 +718,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         USNIC_VERBOSE(5, "no usable device with any provider in btl_usnic_providers (%s)%s",
                       p->providers,
                       ('\0' == p->if_include[0]) ? "; loopback needs btl_usnic_if_include" : "");
-        if ('\0' != p->if_include[0]) {
+        if ('\0' != p->if_include[0] && !c->param_error) {
             opal_show_help("help-mpi-btl-usnic.txt", "no devices", true, opal_process_info.nodename,
                            p->providers, p->if_include);
         }
@@ -702,6 +760,7 @@ void usnic_module_teardown(usnic_module_t *module)
     module_release_resources(module);
     usnic_frag_lists_fini(module);
     free(module->fault.held_buf);
+    usnic_parked_fini(module);
     OBJ_DESTRUCT(&module->done_frags);
     OBJ_DESTRUCT(&module->timer_eps);
     OBJ_DESTRUCT(&module->resendq);
@@ -714,19 +773,49 @@ void usnic_module_teardown(usnic_module_t *module)
 /* ---------------------------------------------------------------------- */
 /* progress */
 
+/* USNIC_SRC_PREFIX: the source of a datagram from the Ethernet, IPv4 and
+ * UDP headers the provider put in its receive prefix (checked, never
+ * trusted: anything else leaves an address no peer has). */
+static void source_from_prefix(usnic_module_t *module, const usnic_channel_t *chan,
+                               const uint8_t *buf)
+{
+    const size_t eth = 14, ip = 20, udp = 8;
+
+    module->rx_from.ip = 0;
+    module->rx_from.port = 0;
+    if (chan->prefix >= eth + ip + udp) {
+        /* the headers end where the datagram starts */
+        const uint8_t *e = buf - (eth + ip + udp);
+        if (0x08 == e[12] && 0x00 == e[13] && 0x45 == e[eth] && 17 == e[eth + 9]) {
+            memcpy(&module->rx_from.ip, e + eth + 12, 4);
+            memcpy(&module->rx_from.port, e + eth + ip, 2);
+        }
+    }
+}
+
 static int poll_channel(usnic_module_t *module, usnic_channel_t *chan)
 {
     struct fi_cq_msg_entry ent[16];
+    fi_addr_t src[16];
     ssize_t n;
     int count = 0;
 
-    n = fi_cq_read(chan->cq, ent, 16);
+    if (USNIC_SRC_FI == module->src_check) {
+        n = fi_cq_readfrom(chan->cq, ent, 16, src);
+    } else {
+        n = fi_cq_read(chan->cq, ent, 16);
+    }
     if (n > 0) {
         for (ssize_t i = 0; i < n; i++) {
             usnic_seg_t *seg =
                 (usnic_seg_t *) ((char *) ent[i].op_context - offsetof(usnic_seg_t, fictx));
             if (USNIC_SEG_RECV == seg->kind) {
                 size_t len = ent[i].len >= chan->prefix ? ent[i].len - chan->prefix : 0;
+                if (USNIC_SRC_FI == module->src_check) {
+                    module->rx_from.fi = src[i];
+                } else if (USNIC_SRC_PREFIX == module->src_check) {
+                    source_from_prefix(module, chan, seg->buf);
+                }
                 usnic_handle_recv(module, chan, seg, len);
             } else {
                 chan->tx_credits++;
@@ -739,11 +828,15 @@ static int poll_channel(usnic_module_t *module, usnic_channel_t *chan)
         if (fi_cq_readerr(chan->cq, &err, 0) > 0 && NULL != err.op_context) {
             usnic_seg_t *seg =
                 (usnic_seg_t *) ((char *) err.op_context - offsetof(usnic_seg_t, fictx));
-            module->stats.drops[USNIC_DROP_LENGTH]++;
             USNIC_VERBOSE(20, "%s: completion error: %s", module->ifname, fi_strerror(err.err));
             if (USNIC_SEG_RECV == seg->kind) {
+                /* e.g. a datagram longer than the buffer: an arrival that failed */
+                module->stats.rx_pkts++;
+                module->stats.drops[USNIC_DROP_RX_ERROR]++;
+                module->stats.bad_pkts++;
                 usnic_repost_recv(module, chan, seg);
             } else {
+                module->stats.tx_errors++;
                 chan->tx_credits++;
                 usnic_seg_put(seg);
             }
@@ -777,6 +870,9 @@ static int module_progress(usnic_module_t *module)
         module->data_idle++;
     }
     usnic_fault_flush(module, 0 == count);
+    if (OPAL_UNLIKELY(usnic_lookup_ready())) {
+        usnic_lookup_progress(); /* records of lazily added peers */
+    }
     count += usnic_progress_done_frags(module);
     usnic_progress_resends(module);
     usnic_progress_sends(module);

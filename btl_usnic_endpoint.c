@@ -20,6 +20,7 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
     ep->on_timer_list = false;
     ep->timer_deadline = 0;
     ep->ping_ts = 0;
+    ep->ack_ts_last = 0;
     OBJ_CONSTRUCT(&ep->sendq, opal_list_t);
     ep->on_sendq_list = false;
     ep->on_ack_list = false;
@@ -209,17 +210,61 @@ static void reasm_put(void *ctx, void *buf, void *handle)
     }
 }
 
+/*
+ * The first sequence number a sender uses toward a receiver: a PRF of the
+ * two modules' keys under the sender's secret, so it differs for every
+ * connection and nobody without the secret can predict it, while the
+ * receiver (which has the secret from the modex) computes the same.  The
+ * label keeps these inputs apart from every MAC input (which are longer).
+ */
+static uint64_t connection_prf(const struct usnic_sip_key *sender_secret, uint64_t label,
+                               uint64_t sender_key, uint64_t receiver_key)
+{
+    const uint64_t in[3] = {label, sender_key, receiver_key};
+    return usnic_siphash24(sender_secret, in, sizeof(in));
+}
+
+static uint32_t connection_isn(const struct usnic_sip_key *sender_secret, uint64_t sender_key,
+                               uint64_t receiver_key)
+{
+    return (uint32_t) connection_prf(sender_secret, 0x6e73692d63696e73ull /* "snic-isn" */,
+                                     sender_key, receiver_key);
+}
+
+/*
+ * The MAC key of the packets one module sends another: 128 bits from the
+ * same PRF under two more labels.  A packet sealed for one receiver (or a
+ * receiver's other module) is therefore worthless anywhere else, though a
+ * sender uses one secret for all its peers.
+ */
+static void connection_mac_key(const struct usnic_sip_key *sender_secret, uint64_t sender_key,
+                               uint64_t receiver_key, struct usnic_sip_key *out)
+{
+    out->k0 = connection_prf(sender_secret, 0x306b2d63616d2d73ull /* "s-mac-k0" */, sender_key,
+                             receiver_key);
+    out->k1 = connection_prf(sender_secret, 0x316b2d63616d2d73ull /* "s-mac-k1" */, sender_key,
+                             receiver_key);
+}
+
 mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc_t *proc,
                                                const struct usnic_modex_rec *rec)
 {
     const usnic_params_t *p = &mca_btl_usnic_component.params;
     mca_btl_base_endpoint_t *ep = NULL;
     struct sockaddr_in sin;
+    uint32_t tx_isn, rx_isn;
     int rc;
 
     if (OPAL_SUCCESS ==
-        opal_hash_table_get_value_uint32(&module->senders, rec->module_id, (void **) &ep)) {
-        return ep;
+        opal_hash_table_get_value_uint64(&module->senders, rec->key, (void **) &ep)) {
+        /* the same key twice is the same module (2^-64 otherwise) */
+        return (ep->remote.ipv4 == rec->ipv4 && ep->remote.port[0] == rec->port[0] &&
+                ep->remote.port[1] == rec->port[1])
+                   ? ep
+                   : NULL;
+    }
+    if (rec->key == module->key) {
+        return NULL;
     }
 
     ep = OBJ_NEW(mca_btl_base_endpoint_t);
@@ -232,6 +277,20 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
     ep->reasm_alloc.get = reasm_get;
     ep->reasm_alloc.put = reasm_put;
     ep->reasm_alloc.ctx = module;
+    {
+        struct usnic_sip_key peer_secret;
+        usnic_sip_key_load(&peer_secret, rec->secret);
+        connection_mac_key(&module->mac_key, module->key, rec->key, &ep->tx_mac_key);
+        connection_mac_key(&peer_secret, rec->key, module->key, &ep->rx_mac_key);
+        rx_isn = connection_isn(&peer_secret, rec->key, module->key);
+        tx_isn = connection_isn(&module->mac_key, module->key, rec->key);
+    }
+    /* each side asks for at least what the other does */
+    ep->auth = (uint8_t) ((rec->auth > (uint8_t) p->auth) ? rec->auth : (uint8_t) p->auth);
+    ep->crc = (0 != rec->checksum) || (0 != p->checksum);
+    if (p->debug_isn >= 0) {
+        tx_isn = rx_isn = (uint32_t) p->debug_isn;
+    }
 
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         memset(&sin, 0, sizeof(sin));
@@ -247,7 +306,7 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
     }
 
     if (0 != usnic_rel_init(&ep->rel, &endpoint_rel_ops, ep, (uint32_t) p->send_window,
-                            (uint32_t) p->recv_window, module->local_isn, rec->isn,
+                            (uint32_t) p->recv_window, tx_isn, rx_isn,
                             (uint32_t) p->fast_retrans_dups, &module->rel_timing) ||
         0 != usnic_reasm_table_init(&ep->reasm,
                                     ((uint32_t) p->reasm_slots > rec->send_window)
@@ -288,10 +347,12 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
     ep->last_progress_us = usnic_now_us();
     module->now_us = ep->last_progress_us;
 
-    opal_hash_table_set_value_uint32(&module->senders, rec->module_id, ep);
+    opal_hash_table_set_value_uint64(&module->senders, rec->key, ep);
     opal_list_append(&module->endpoints, &ep->super);
-    USNIC_VERBOSE(20, "%s: endpoint to module 0x%x (%s) created", module->ifname, rec->module_id,
-                  (NULL != proc && NULL != proc->proc_hostname) ? proc->proc_hostname : "?");
+    USNIC_VERBOSE(20, "%s: endpoint to module 0x%x (%s) created: auth %s, checksum %s",
+                  module->ifname, rec->module_id,
+                  (NULL != proc && NULL != proc->proc_hostname) ? proc->proc_hostname : "?",
+                  usnic_auth_mode_name(ep->auth), ep->crc ? "on" : "off");
     return ep;
 }
 
@@ -299,7 +360,7 @@ void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep)
 {
     usnic_module_t *module = ep->module;
 
-    opal_hash_table_remove_value_uint32(&module->senders, ep->remote.module_id);
+    opal_hash_table_remove_value_uint64(&module->senders, ep->remote.key);
     if (module->last_sender == ep) {
         module->last_sender = NULL;
     }
@@ -318,40 +379,18 @@ void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep)
     OBJ_RELEASE(ep);
 }
 
-mca_btl_base_endpoint_t *usnic_endpoint_for_sender(usnic_module_t *module, uint32_t module_id)
+mca_btl_base_endpoint_t *usnic_endpoint_for_key(usnic_module_t *module, uint64_t key)
 {
     mca_btl_base_endpoint_t *ep = NULL;
-    struct usnic_modex_rec *recs = NULL;
-    const struct usnic_modex_rec *rec;
-    opal_process_name_t name;
-    opal_proc_t *proc;
-    size_t nrecs = 0;
 
-    if (OPAL_LIKELY(module_id == module->last_sender_id && NULL != module->last_sender)) {
+    if (OPAL_LIKELY(key == module->last_sender_key && NULL != module->last_sender)) {
         return module->last_sender;
     }
-    if (OPAL_LIKELY(OPAL_SUCCESS ==
-                    opal_hash_table_get_value_uint32(&module->senders, module_id, (void **) &ep))) {
-        module->last_sender_id = module_id;
-        module->last_sender = ep;
-        return ep;
-    }
-    /* A process of our job that the PML has not added yet (it adds peers
-     * lazily, on first send): build the endpoint from its modex record. */
-    name = OPAL_PROC_MY_NAME;
-    name.vpid = module_id >> 8;
-    if (name.vpid == OPAL_PROC_MY_NAME.vpid || NULL == opal_proc_for_name) {
+    if (OPAL_SUCCESS != opal_hash_table_get_value_uint64(&module->senders, key, (void **) &ep)) {
         return NULL;
     }
-    proc = opal_proc_for_name(name);
-    if (NULL == proc || OPAL_SUCCESS != usnic_modex_recv(proc, &recs, &nrecs)) {
-        return NULL;
-    }
-    rec = usnic_pair(module, proc, recs, nrecs);
-    if (NULL != rec && rec->module_id == module_id) {
-        ep = usnic_endpoint_create(module, proc, rec);
-    }
-    free(recs);
+    module->last_sender_key = key;
+    module->last_sender = ep;
     return ep;
 }
 

@@ -27,6 +27,11 @@ struct mca_btl_base_endpoint_t {
     opal_proc_t *proc;
     struct usnic_modex_rec remote;      /* the peer module's record */
     fi_addr_t addr[USNIC_NUM_CHANNELS]; /* the peer's channels in our AV */
+    struct usnic_sip_key tx_mac_key;    /* MACs of our packets to the peer */
+    struct usnic_sip_key rx_mac_key;    /* MACs of the peer's packets to us */
+    uint8_t auth;         /* MAC both ways: the stronger of both sides' btl_usnic_auth */
+    bool crc;             /* CRC32C both ways: either side's btl_usnic_checksum */
+    uint32_t ack_ts_last; /* ts of our last ACK packet to it: each is newer */
 
     /* payload limits toward this peer: both sides' datagram sizes respected */
     uint32_t frag_max;       /* FRAG payload on the data channel */
@@ -56,9 +61,8 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
                                                const struct usnic_modex_rec *rec);
 void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep);
 
-/* Look up the endpoint of a sending module; creates it when the peer is in our job
- * but the PML has not added it yet.  NULL if unknown. */
-mca_btl_base_endpoint_t *usnic_endpoint_for_sender(usnic_module_t *module, uint32_t module_id);
+/* The endpoint of the sending module with this key, or NULL.  Never blocks. */
+mca_btl_base_endpoint_t *usnic_endpoint_for_key(usnic_module_t *module, uint64_t key);
 
 /* Declare the peer failed: report once, through the PML's error callback. */
 void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why);

@@ -3,9 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "opal/mca/pmix/pmix.h"
+#include "opal/sys/atomic.h"
+#include "opal/threads/mutex.h"
 #include "opal/util/show_help.h"
 
+#include "btl_usnic_endpoint.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_util.h"
 
@@ -23,14 +28,16 @@ void usnic_modex_fill(usnic_module_t *module, struct usnic_modex_rec *rec)
     rec->prefixlen = (uint8_t) module->if_prefixlen;
     rec->little_endian = is_little_endian();
     rec->module_id = module->module_id;
-    rec->job_key = mca_btl_usnic_component.job_key;
+    rec->key = module->key;
+    memcpy(rec->secret, module->secret, sizeof(rec->secret));
+    rec->auth = (uint8_t) mca_btl_usnic_component.params.auth;
+    rec->checksum = (uint8_t) (0 != mca_btl_usnic_component.params.checksum);
     rec->ipv4 = module->if_addr.sin_addr.s_addr;
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         rec->port[c] = module->chan[c].addr.sin_port;
         rec->mtu[c] = module->chan[c].mtu;
     }
     rec->link_mbps = module->link_mbps;
-    rec->isn = module->local_isn;
     rec->max_msg_len = module->max_msg_len;
     rec->send_window = (uint32_t) mca_btl_usnic_component.params.send_window;
     rec->rcvbuf = (uint32_t) module->chan[USNIC_CHAN_DATA].rcvbuf;
@@ -60,6 +67,12 @@ int usnic_modex_publish(void)
     return rc;
 }
 
+bool usnic_modex_valid(const void *data, size_t size)
+{
+    return NULL != data && 0 != size && 0 == size % sizeof(struct usnic_modex_rec) &&
+           size / sizeof(struct usnic_modex_rec) <= USNIC_MAX_MODULES;
+}
+
 int usnic_modex_recv(const opal_proc_t *proc, struct usnic_modex_rec **recs, size_t *nrecs)
 {
     usnic_component_t *c = &mca_btl_usnic_component;
@@ -71,8 +84,7 @@ int usnic_modex_recv(const opal_proc_t *proc, struct usnic_modex_rec **recs, siz
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
-    if (NULL == data || 0 == size || 0 != size % sizeof(struct usnic_modex_rec) ||
-        size / sizeof(struct usnic_modex_rec) > USNIC_MAX_MODULES) {
+    if (!usnic_modex_valid(data, size)) {
         free(data);
         return OPAL_ERR_BAD_PARAM;
     }
@@ -118,7 +130,8 @@ const struct usnic_modex_rec *usnic_pair(usnic_module_t *module, const opal_proc
             report_mismatch(module, proc, r, "byte order");
             continue;
         }
-        if (r->job_key != mca_btl_usnic_component.job_key) {
+        if (r->auth > USNIC_AUTH_FULL || 0 == r->key) {
+            report_mismatch(module, proc, r, "modex record (authentication mode or key)");
             continue;
         }
         if (r->max_msg_len > module->max_msg_len) {
@@ -138,4 +151,231 @@ const struct usnic_modex_rec *usnic_pair(usnic_module_t *module, const opal_proc
         }
     }
     return best;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Lazy peers: fetching a modex record without blocking (btl_usnic_proc.h) */
+
+enum lookup_state {
+    LOOKUP_NEVER = 0,
+    LOOKUP_PENDING = 1,
+    LOOKUP_DONE = 2
+};
+
+/* A record that arrived, queued by the PMIx thread for the progress engine. */
+struct lookup_done {
+    struct lookup_done *next;
+    uint32_t vpid;
+    size_t size; /* 0: nothing usable came */
+    uint8_t data[];
+};
+
+struct usnic_lookups {
+    opal_mutex_t lock; /* guards done_head/done_tail (the PMIx thread appends) */
+    struct lookup_done *done_head, *done_tail;
+    volatile int32_t ready;    /* done list not empty */
+    volatile int32_t inflight; /* fetches whose callback has not run yet */
+    uint8_t *state;            /* enum lookup_state, by vpid */
+    uint32_t nprocs;
+    char *key; /* the modex key of this component */
+};
+
+static struct usnic_lookups *lookups_get(void)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+    struct usnic_lookups *l = c->lookups;
+
+    if (OPAL_LIKELY(NULL != l)) {
+        return l;
+    }
+    if (c->job_size < 2 || NULL == opal_pmix.get_nb) {
+        return NULL;
+    }
+    l = calloc(1, sizeof(*l));
+    if (NULL == l) {
+        return NULL;
+    }
+    l->nprocs = c->job_size;
+    l->state = calloc(l->nprocs, 1);
+    l->key = mca_base_component_to_string(&c->super.btl_version);
+    if (NULL == l->state || NULL == l->key) {
+        free(l->state);
+        free(l->key);
+        free(l);
+        return NULL;
+    }
+    OBJ_CONSTRUCT(&l->lock, opal_mutex_t);
+    c->lookups = l;
+    return l;
+}
+
+struct lookup_req {
+    struct usnic_lookups *l;
+    uint32_t vpid;
+};
+
+/* Runs in the PMIx library's thread: copy, queue, nothing else. */
+static void lookup_cb(int status, opal_value_t *kv, void *cbdata)
+{
+    struct lookup_req *req = cbdata;
+    struct usnic_lookups *l = req->l;
+    const void *bytes = NULL;
+    size_t size = 0;
+    struct lookup_done *d;
+
+    if (OPAL_SUCCESS == status && NULL != kv && OPAL_BYTE_OBJECT == kv->type &&
+        usnic_modex_valid(kv->data.bo.bytes, (size_t) kv->data.bo.size)) {
+        bytes = kv->data.bo.bytes;
+        size = (size_t) kv->data.bo.size;
+    }
+    d = malloc(sizeof(*d) + size);
+    if (NULL != d) {
+        d->next = NULL;
+        d->vpid = req->vpid;
+        d->size = size;
+        if (0 != size) {
+            memcpy(d->data, bytes, size);
+        }
+        opal_mutex_lock(&l->lock);
+        if (NULL == l->done_tail) {
+            l->done_head = d;
+        } else {
+            l->done_tail->next = d;
+        }
+        l->done_tail = d;
+        opal_mutex_unlock(&l->lock);
+        opal_atomic_wmb();
+        l->ready = 1;
+    }
+    free(req);
+    opal_atomic_wmb();
+    (void) opal_atomic_add_fetch_32(&l->inflight, -1);
+}
+
+enum usnic_drop_reason usnic_lookup_start(uint32_t vpid)
+{
+    struct usnic_lookups *l;
+    struct lookup_req *req;
+    opal_process_name_t name;
+    int rc;
+
+    if (vpid == OPAL_PROC_MY_NAME.vpid || vpid >= mca_btl_usnic_component.job_size) {
+        return USNIC_DROP_SENDER; /* not a peer of our job: never asked about */
+    }
+    l = lookups_get();
+    if (NULL == l || vpid >= l->nprocs) {
+        return USNIC_DROP_SENDER;
+    }
+    if (LOOKUP_NEVER != l->state[vpid]) {
+        return (LOOKUP_PENDING == l->state[vpid]) ? USNIC_DROP_PENDING : USNIC_DROP_SENDER;
+    }
+    /* one try per process, whatever happens: PENDING until the progress
+     * engine takes the answer (lookup_complete), DONE at once on failure */
+    l->state[vpid] = LOOKUP_PENDING;
+    req = malloc(sizeof(*req));
+    if (NULL == req) {
+        l->state[vpid] = LOOKUP_DONE;
+        return USNIC_DROP_SENDER;
+    }
+    req->l = l;
+    req->vpid = vpid;
+    name = OPAL_PROC_MY_NAME;
+    name.vpid = vpid;
+    (void) opal_atomic_add_fetch_32(&l->inflight, 1);
+    rc = opal_pmix.get_nb(&name, l->key, NULL, lookup_cb, req);
+    if (OPAL_SUCCESS != rc) {
+        /* no callback will come */
+        (void) opal_atomic_add_fetch_32(&l->inflight, -1);
+        free(req);
+        l->state[vpid] = LOOKUP_DONE;
+        USNIC_VERBOSE(20, "lookup of rank %u: get_nb failed (%d)", vpid, rc);
+        return USNIC_DROP_SENDER;
+    }
+    USNIC_VERBOSE(20, "rank %u sent to us before its endpoint existed: fetching its record", vpid);
+    return USNIC_DROP_PENDING;
+}
+
+bool usnic_lookup_ready(void)
+{
+    const struct usnic_lookups *l = mca_btl_usnic_component.lookups;
+    return NULL != l && 0 != l->ready;
+}
+
+/* The record of vpid arrived (or not: size 0): endpoints, then held datagrams. */
+static void lookup_complete(struct usnic_lookups *l, const struct lookup_done *d)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+    opal_process_name_t name = OPAL_PROC_MY_NAME;
+    opal_proc_t *proc = NULL;
+
+    l->state[d->vpid] = LOOKUP_DONE;
+    name.vpid = d->vpid;
+    if (0 != d->size && NULL != opal_proc_for_name) {
+        proc = opal_proc_for_name(name);
+    }
+    for (int i = 0; i < c->num_modules; i++) {
+        usnic_module_t *module = c->modules[i];
+        if (module->finalized) {
+            continue;
+        }
+        if (NULL != proc) {
+            const struct usnic_modex_rec *rec =
+                usnic_pair(module, proc, (const struct usnic_modex_rec *) d->data,
+                           d->size / sizeof(struct usnic_modex_rec));
+            if (NULL != rec) {
+                (void) usnic_endpoint_create(module, proc, rec);
+            }
+        }
+        usnic_release_parked(module, d->vpid);
+    }
+}
+
+void usnic_lookup_progress(void)
+{
+    struct usnic_lookups *l = mca_btl_usnic_component.lookups;
+    struct lookup_done *d, *next;
+
+    if (NULL == l) {
+        return;
+    }
+    opal_mutex_lock(&l->lock);
+    d = l->done_head;
+    l->done_head = l->done_tail = NULL;
+    l->ready = 0;
+    opal_mutex_unlock(&l->lock);
+    for (; NULL != d; d = next) {
+        next = d->next;
+        if (d->vpid < l->nprocs) {
+            lookup_complete(l, d);
+        }
+        free(d);
+    }
+}
+
+void usnic_lookup_fini(void)
+{
+    struct usnic_lookups *l = mca_btl_usnic_component.lookups;
+    uint64_t deadline = usnic_now_us() + 2000000;
+    struct lookup_done *d, *next;
+
+    if (NULL == l) {
+        return;
+    }
+    /* a callback still to come would run code that is about to be unloaded */
+    while (0 != l->inflight && usnic_now_us() < deadline) {
+        usleep(1000);
+    }
+    if (0 != l->inflight) {
+        USNIC_VERBOSE(5, "%d modex lookups still unanswered at close", (int) l->inflight);
+        return; /* leak it rather than free what a callback will touch */
+    }
+    for (d = l->done_head; NULL != d; d = next) {
+        next = d->next;
+        free(d);
+    }
+    OBJ_DESTRUCT(&l->lock);
+    free(l->state);
+    free(l->key);
+    free(l);
+    mca_btl_usnic_component.lookups = NULL;
 }

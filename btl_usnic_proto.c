@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "btl_usnic_auth.h"
 #include "btl_usnic_proto.h"
 
 static size_t hdr_len_for_type(unsigned type)
@@ -29,8 +30,8 @@ static inline int range_fits(uint64_t offset, uint64_t count, uint64_t total)
     return offset <= total && count <= total - offset;
 }
 
-enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job_key,
-                                       uint64_t max_msg_len, struct usnic_pkt_view *view)
+enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max_msg_len,
+                                       struct usnic_pkt_view *view)
 {
     const uint8_t *bytes = buf;
     const struct usnic_pkt_hdr *hdr = buf;
@@ -43,7 +44,8 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job
         return USNIC_DROP_VERSION;
     }
     hlen = hdr_len_for_type(hdr->type);
-    if (0 == hlen || 0 != (hdr->flags & ~USNIC_PKT_FLAGS_KNOWN) ||
+    if (0 == hlen || 0 != (hdr->flags & ~USNIC_PKT_FLAGS_KNOWN) || hdr->lane >= USNIC_PKT_LANES ||
+        0 != (hdr->reserved[0] | hdr->reserved[1] | hdr->reserved[2]) ||
         (USNIC_PKT_ACK == hdr->type && 0 != hdr->msg_id)) {
         return USNIC_DROP_TYPE;
     }
@@ -52,9 +54,6 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job
     }
     if (USNIC_PKT_ACK != hdr->type && 0 != (hdr->flags & USNIC_PKT_FLAG_SACK)) {
         return USNIC_DROP_TYPE;
-    }
-    if (hdr->job_key != job_key) {
-        return USNIC_DROP_JOB_KEY;
     }
     if (len < hlen || (uint64_t) hdr->payload_len != (uint64_t) (len - hlen)) {
         return USNIC_DROP_LENGTH;
@@ -88,6 +87,84 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job
                 return USNIC_DROP_PUT_RANGE;
             }
         }
+    }
+    return USNIC_PKT_OK;
+}
+
+size_t usnic_pkt_mac_hdr_len(unsigned type, uint32_t payload_len)
+{
+    switch (type) {
+    case USNIC_PKT_ACK:
+        return USNIC_HDR_LEN_ACK + payload_len; /* the SACK bitmap */
+    case USNIC_PKT_CHUNK:
+        return USNIC_HDR_LEN_CHUNK;
+    case USNIC_PKT_PUT:
+        return USNIC_HDR_LEN_PUT;
+    default:
+        return USNIC_HDR_LEN_FRAG;
+    }
+}
+
+/*
+ * The MAC's input: header bytes [0, 44), the extension headers, and with
+ * auth full everything after them.  The datagram is `len` contiguous bytes
+ * at buf then zc_len bytes at zc; mac_hdr (from usnic_pkt_mac_hdr_len()) is
+ * within the contiguous part.
+ */
+static uint64_t pkt_mac(const uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len,
+                        size_t mac_hdr, const struct usnic_sip_key *key, bool full)
+{
+    struct usnic_auth_piece pieces[4];
+    size_t n = 0;
+
+    pieces[n].base = buf;
+    pieces[n++].len = USNIC_MAC_HDR_BYTES;
+    pieces[n].base = buf + sizeof(struct usnic_pkt_hdr);
+    pieces[n++].len = mac_hdr - sizeof(struct usnic_pkt_hdr);
+    if (full) {
+        pieces[n].base = buf + mac_hdr;
+        pieces[n++].len = len - mac_hdr;
+        pieces[n].base = zc;
+        pieces[n++].len = zc_len;
+    }
+    return usnic_siphash24_pieces(key, pieces, n);
+}
+
+/* CRC32C of everything but the crc field. */
+static uint32_t pkt_crc(const uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len)
+{
+    uint32_t crc = usnic_crc32c(0, buf, USNIC_CRC_OFFSET);
+
+    crc = usnic_crc32c(crc, buf + USNIC_MAC_OFFSET, len - USNIC_MAC_OFFSET);
+    return (0 != zc_len) ? usnic_crc32c(crc, zc, zc_len) : crc;
+}
+
+void usnic_pkt_seal(uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len,
+                    const struct usnic_sip_key *key, int auth, bool crc)
+{
+    struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) buf;
+
+    hdr->mac = (0 != auth)
+                   ? pkt_mac(buf, len, zc, zc_len,
+                             usnic_pkt_mac_hdr_len(hdr->type, hdr->payload_len), key, 2 == auth)
+                   : 0;
+    hdr->crc = crc ? pkt_crc(buf, len, zc, zc_len) : 0;
+}
+
+enum usnic_drop_reason usnic_pkt_verify(const uint8_t *buf, size_t len,
+                                        const struct usnic_sip_key *key, int auth, bool crc)
+{
+    const struct usnic_pkt_hdr *hdr = (const struct usnic_pkt_hdr *) buf;
+
+    /* usnic_pkt_parse() checked the lengths: mac_hdr <= len */
+    if (crc && hdr->crc != pkt_crc(buf, len, NULL, 0)) {
+        return USNIC_DROP_CHECKSUM;
+    }
+    if (0 != auth &&
+        !usnic_sip_tag_equal(hdr->mac, pkt_mac(buf, len, NULL, 0,
+                                               usnic_pkt_mac_hdr_len(hdr->type, hdr->payload_len),
+                                               key, 2 == auth))) {
+        return USNIC_DROP_AUTH;
     }
     return USNIC_PKT_OK;
 }
@@ -145,10 +222,12 @@ size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen)
     memcpy(&hdr, bytes, sizeof(hdr));
     n = snprintf(out, outlen,
                  "len=%zu version=%u type=%s(%u) flags=0x%02x tag=%u src_module=%u "
-                 "job_key=0x%016llx seq=%u ack_seq=%u payload_len=%u msg_id=%u ts=%u ts_echo=%u",
+                 "sender_key=0x%016llx seq=%u ack_seq=%u payload_len=%u msg_id=%u ts=%u "
+                 "ts_echo=%u lane=%u reserved=0x%02x%02x%02x crc=0x%08x mac=0x%016llx",
                  len, hdr.version, usnic_pkt_type_name(hdr.type), hdr.type, hdr.flags, hdr.tag,
-                 hdr.src_module, (unsigned long long) hdr.job_key, hdr.seq, hdr.ack_seq,
-                 hdr.payload_len, hdr.msg_id, hdr.ts, hdr.ts_echo);
+                 hdr.src_module, (unsigned long long) hdr.sender_key, hdr.seq, hdr.ack_seq,
+                 hdr.payload_len, hdr.msg_id, hdr.ts, hdr.ts_echo, hdr.lane, hdr.reserved[0],
+                 hdr.reserved[1], hdr.reserved[2], hdr.crc, (unsigned long long) hdr.mac);
     if (n < 0) {
         out[0] = '\0';
         return 0;

@@ -6,19 +6,23 @@
  * pairs peers of the same byte order: x86_64 and aarch64 hosts all are).
  * Every struct has fixed-width fields, explicit padding and a size check.
  *
- * Every datagram starts with the common header:
+ * Every datagram starts with the common header (56 bytes):
  *
  *    0       1       2       3       4       5       6       7
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
- *   |version| type  | flags |  tag  |          src_module           |
+ *   |version| type  | flags |  tag  |          payload_len          |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
- *   |                          job_key                              |
+ *   |                         sender_key                            |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
- *   |              seq              |            ack_seq            |
+ *   |          src_module           |              seq              |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
- *   |          payload_len          |            msg_id             |
+ *   |            ack_seq            |            msg_id             |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
  *   |              ts               |            ts_echo            |
+ *   +-------+-------+-------+-------+-------+-------+-------+-------+
+ *   | lane  |   reserved (0)        |              crc              |
+ *   +-------+-------+-------+-------+-------+-------+-------+-------+
+ *   |                             mac                               |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
  *
  * followed, by packet type, by:
@@ -56,19 +60,44 @@
  * why).  PUTs are numbered in a sequence of their own (the number only
  * names the PUT in logs); ACKs carry 0.
  *
+ * sender_key is the sending module's identity: 64 random bits drawn from
+ * the kernel (getrandom) when the module is created, published only
+ * through the modex.  Receivers find the sender by it (and the datagram's
+ * source address must be the one in that sender's modex record);
+ * src_module (vpid << 8 | module index) is only a hint naming which
+ * process of the receiver's own job to look up when the key is not known
+ * yet.  Initial sequence numbers are per connection and unpredictable
+ * (btl_usnic_endpoint.c).
+ *
+ * lane is the sender's channel (0 priority, 1 data) the datagram left on;
+ * each channel sends only to the peer's socket of the same channel, so a
+ * datagram arriving at another one was redirected, or replayed there, and
+ * is dropped (a lane's timestamps order only that lane's packets).
+ *
+ * mac is the keyed MAC (SipHash-2-4, btl_usnic_auth.h) under a 128-bit key
+ * of the connection: a PRF of the sender module's secret (which travels
+ * only through the modex) and of both modules' keys, so a packet MACed for
+ * one receiver is no good at another.  It covers bytes [0, 44) of the common header (every field
+ * before crc), the chunk and PUT headers, an ACK's SACK bitmap, and with auth "full" the payload
+ * too.  crc is the CRC32C of the whole datagram except the crc field itself (the mac included),
+ * computed after the mac.  Whether they are present is the connection's setting (the stronger of
+ * the two peers' btl_usnic_auth and btl_usnic_checksum, known from the modex), never a flag a
+ * packet could clear; absent, the field is 0.
+ *
  * Receivers validate every field before touching anything (see
  * usnic_pkt_parse()); what fails is dropped and counted by reason.
  */
 #ifndef BTL_USNIC_PROTO_H
 #define BTL_USNIC_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "btl_usnic_seq.h"
 
 /* Bump on any change to this file's structs or their meaning. */
-#define USNIC_PROTO_VERSION 2
+#define USNIC_PROTO_VERSION 3
 
 /* Packet types, from one list: name, value, description. */
 #define USNIC_PKT_TYPES(X)                                                                         \
@@ -83,6 +112,9 @@ enum usnic_pkt_type {
 #undef USNIC_PKT_TYPE_ENUM
 };
 
+/* lanes: a sender's channels, each to the peer's socket of the same channel */
+#define USNIC_PKT_LANES 2
+
 /* ack_seq is valid */
 #define USNIC_PKT_FLAG_ACK 0x01u
 /* the sender asks for an immediate ACK (e.g. it is blocked on a full window) */
@@ -96,21 +128,33 @@ struct usnic_pkt_hdr {
     uint8_t type;         /* enum usnic_pkt_type */
     uint8_t flags;        /* USNIC_PKT_FLAG_* */
     uint8_t tag;          /* PML active-message tag (FRAG, CHUNK) */
-    uint32_t src_module;  /* sender's module id, unique in the job */
-    uint64_t job_key;     /* per-job key from the modex */
+    uint32_t payload_len; /* bytes after all headers */
+    uint64_t sender_key;  /* the sending module's random identity (modex) */
+    uint32_t src_module;  /* hint: (sender's vpid << 8) | its module index */
     uint32_t seq;         /* sequence number of this packet (not ACK) */
     uint32_t ack_seq;     /* cumulative ACK when flags & USNIC_PKT_FLAG_ACK */
-    uint32_t payload_len; /* bytes after all headers */
     uint32_t msg_id;      /* FRAG, CHUNK: fragment number (delivery order); PUT: PUT number */
-    uint32_t ts;          /* data: sender's clock when this copy was sent */
+    uint32_t ts;          /* sender's clock when this copy was sent */
     uint32_t ts_echo;     /* with an ACK: ts of the last data packet that arrived in order */
+    uint8_t lane;         /* the channel it was sent on, so the port it must arrive at */
+    uint8_t reserved[3];  /* 0 */
+    uint32_t crc;         /* CRC32C of the datagram without this field (0: not used) */
+    uint64_t mac;         /* SipHash-2-4 tag (0: not used) */
 };
-_Static_assert(sizeof(struct usnic_pkt_hdr) == 40, "usnic_pkt_hdr is 40 bytes on the wire");
-_Static_assert(offsetof(struct usnic_pkt_hdr, job_key) == 8, "job_key at offset 8");
-_Static_assert(offsetof(struct usnic_pkt_hdr, seq) == 16, "seq at offset 16");
-_Static_assert(offsetof(struct usnic_pkt_hdr, payload_len) == 24, "payload_len at offset 24");
+_Static_assert(sizeof(struct usnic_pkt_hdr) == 56, "usnic_pkt_hdr is 56 bytes on the wire");
+_Static_assert(offsetof(struct usnic_pkt_hdr, payload_len) == 4, "payload_len at offset 4");
+_Static_assert(offsetof(struct usnic_pkt_hdr, sender_key) == 8, "sender_key at offset 8");
+_Static_assert(offsetof(struct usnic_pkt_hdr, src_module) == 16, "src_module at offset 16");
+_Static_assert(offsetof(struct usnic_pkt_hdr, seq) == 20, "seq at offset 20");
 _Static_assert(offsetof(struct usnic_pkt_hdr, msg_id) == 28, "msg_id at offset 28");
 _Static_assert(offsetof(struct usnic_pkt_hdr, ts_echo) == 36, "ts_echo at offset 36");
+_Static_assert(offsetof(struct usnic_pkt_hdr, crc) == 44, "crc at offset 44");
+_Static_assert(offsetof(struct usnic_pkt_hdr, mac) == 48, "mac at offset 48");
+
+/* The MAC covers the common header up to (not including) crc. */
+#define USNIC_MAC_HDR_BYTES 44u
+#define USNIC_CRC_OFFSET 44u
+#define USNIC_MAC_OFFSET 48u
 
 struct usnic_chunk_hdr {
     uint64_t msg_len; /* total bytes of the fragment or PUT */
@@ -141,16 +185,21 @@ _Static_assert(sizeof(struct usnic_sack) == 8, "usnic_sack is 8 bytes on the wir
 #define USNIC_DROP_REASONS(X)                                                                      \
     X(SHORT, "shorter than the common header")                                                     \
     X(VERSION, "unknown protocol version")                                                         \
-    X(TYPE, "unknown packet type, flags or tag, or an ACK with a msg_id")                          \
-    X(JOB_KEY, "job key of another job")                                                           \
+    X(TYPE, "unknown packet type, flags or lane, reserved field set, or an ACK with a msg_id")     \
     X(LENGTH, "payload length disagrees with datagram length")                                     \
-    X(SENDER, "unknown sender module")                                                             \
+    X(SENDER, "sender key of no known module (and no process of this job to look up)")             \
+    X(PENDING, "sender of this job not known yet: held until its modex record arrives")            \
+    X(ADDRESS, "source address or port differs from the sender's modex record, or wrong lane")     \
+    X(CHECKSUM, "CRC32C mismatch: corrupted on the way")                                           \
+    X(AUTH, "MAC mismatch: forged or corrupted")                                                   \
+    X(TAG, "PML tag out of range or without a handler")                                            \
     X(CHUNK_RANGE, "chunk offset or length out of bounds")                                         \
     X(PUT_RANGE, "PUT outside any registration")                                                   \
     X(ACK_RANGE, "ACK for a sequence number never sent")                                           \
     X(DUPLICATE, "duplicate sequence number")                                                      \
     X(WINDOW, "sequence number beyond the receive window")                                         \
     X(REASSEMBLY, "fragment ahead of the reassembly table, or no buffer for it")                   \
+    X(RX_ERROR, "receive completed with an error (e.g. truncated datagram)")                       \
     X(INJECTED, "dropped by fault injection")
 
 enum usnic_drop_reason {
@@ -173,13 +222,37 @@ struct usnic_pkt_view {
 
 /*
  * Check everything about a datagram that can be checked without knowing the
- * sender: length, version, type, flags, job key, header/payload lengths,
- * chunk bounds (offset + payload within msg_len; for CHUNK msg_len <= max_msg_len,
- * a PUT's msg_len is checked against its registration by the caller).
- * Returns USNIC_PKT_OK and fills *view, or the drop reason.
+ * sender: length, version, type, flags, reserved field, header/payload
+ * lengths, chunk bounds (offset + payload within msg_len; for CHUNK
+ * msg_len <= max_msg_len, a PUT's msg_len is checked against its
+ * registration by the caller).  Returns USNIC_PKT_OK and fills *view, or the
+ * drop reason.
  */
-enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t job_key,
-                                       uint64_t max_msg_len, struct usnic_pkt_view *view);
+enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max_msg_len,
+                                       struct usnic_pkt_view *view);
+
+/* Bytes the header-only MAC covers beyond the common header: the chunk and
+ * PUT headers, or an ACK's whole payload (its SACK bitmap). */
+size_t usnic_pkt_mac_hdr_len(unsigned type, uint32_t payload_len);
+
+struct usnic_sip_key;
+
+/*
+ * Write the mac and crc fields of a datagram about to be sent: its first
+ * `len` bytes are contiguous at buf (all headers, and the payload unless it
+ * is sent from elsewhere), then `zc_len` more payload bytes at zc.  auth is
+ * 0 (none), 1 (header) or 2 (full); key the sender's secret.
+ */
+void usnic_pkt_seal(uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len,
+                    const struct usnic_sip_key *key, int auth, bool crc);
+
+/*
+ * Check a received, parsed datagram of len bytes at buf against the
+ * sender's secret and the connection's settings: USNIC_PKT_OK,
+ * USNIC_DROP_CHECKSUM or USNIC_DROP_AUTH.  The buffer is only read.
+ */
+enum usnic_drop_reason usnic_pkt_verify(const uint8_t *buf, size_t len,
+                                        const struct usnic_sip_key *key, int auth, bool crc);
 
 /* Printable names for logs and stats. */
 const char *usnic_pkt_type_name(unsigned type);

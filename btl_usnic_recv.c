@@ -11,6 +11,7 @@
 #include "btl_usnic.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
+#include "btl_usnic_proc.h"
 #include "btl_usnic_rx.h"
 #include "btl_usnic_util.h"
 
@@ -74,17 +75,44 @@ static void copy_stream(uint8_t *dst, const uint8_t *src, size_t len)
 
 /* ---- the transport's side of the receive dispatch (btl_usnic_rx.h) ---- */
 
-static bool rx_lookup(void *t, uint32_t src_module, struct usnic_rx_conn *c)
+/* Did the datagram being processed come from the address of ep's channel? */
+static inline bool source_ok(const usnic_module_t *module, const mca_btl_base_endpoint_t *ep)
 {
-    mca_btl_base_endpoint_t *ep = usnic_endpoint_for_sender(t, src_module);
+    switch (module->src_check) {
+    case USNIC_SRC_FI:
+        return module->rx_from.fi == ep->addr[module->rx_from.lane];
+    case USNIC_SRC_PREFIX:
+        return module->rx_from.ip == ep->remote.ipv4 &&
+               module->rx_from.port == ep->remote.port[module->rx_from.lane];
+    default:
+        return true;
+    }
+}
 
-    if (OPAL_UNLIKELY(NULL == ep || ep->dead)) {
-        return false;
+static enum usnic_drop_reason rx_lookup(void *t, const struct usnic_pkt_hdr *hdr,
+                                        struct usnic_rx_conn *c)
+{
+    usnic_module_t *module = t;
+    mca_btl_base_endpoint_t *ep = usnic_endpoint_for_key(module, hdr->sender_key);
+
+    if (OPAL_UNLIKELY(NULL == ep)) {
+        /* perhaps a process of our job the PML has not added yet: its
+         * record is fetched without blocking; anything else goes now */
+        return usnic_lookup_start(hdr->src_module >> 8);
+    }
+    if (OPAL_UNLIKELY(ep->dead)) {
+        return USNIC_DROP_SENDER;
+    }
+    if (OPAL_UNLIKELY(!source_ok(module, ep))) {
+        return USNIC_DROP_ADDRESS;
     }
     c->rel = &ep->rel;
     c->reasm = &ep->reasm;
     c->ep = ep;
-    return true;
+    c->key = &ep->rx_mac_key;
+    c->auth = ep->auth;
+    c->crc = ep->crc;
+    return USNIC_PKT_OK;
 }
 
 static bool rx_tag_ok(void *t, uint8_t tag)
@@ -183,15 +211,19 @@ static void rx_drop(void *t, void *ep, enum usnic_drop_reason why)
     module->stats.drops[why]++;
     if (USNIC_DROP_DUPLICATE == why) {
         module->stats.dup_rx++;
-    } else if (USNIC_DROP_INJECTED != why) {
+    } else if (USNIC_DROP_INJECTED != why && USNIC_DROP_PENDING != why) {
         module->stats.bad_pkts++;
     }
 }
 
-static void rx_ack_rx(void *t, void *ep)
+static void rx_ack_rx(void *t, void *ep, bool fresh)
 {
+    usnic_module_t *module = t;
     (void) ep;
-    ((usnic_module_t *) t)->stats.acks_rx++;
+
+    if (fresh) {
+        module->stats.acks_rx++; /* copies are counted by the connection */
+    }
 }
 
 static const struct usnic_rx_ops btl_rx_ops = {
@@ -207,15 +239,103 @@ static const struct usnic_rx_ops btl_rx_ops = {
     .ack_rx = rx_ack_rx,
 };
 
+/*
+ * Hold a datagram whose sender's record is being fetched (the dispatch said
+ * PENDING).  Only where the source can be checked when it is released
+ * (the prefix gives its address) or the MAC vouches for it: with FI_SOURCE
+ * a sender not yet in the address vector has no address to compare, so
+ * without a MAC the datagram is dropped and its sender sends it again.
+ */
+static void park(usnic_module_t *module, const uint8_t *buf, size_t len)
+{
+    usnic_parked_t *pk = NULL;
+    const struct usnic_pkt_hdr *hdr = (const struct usnic_pkt_hdr *) buf;
+
+    if ((USNIC_SRC_FI == module->src_check &&
+         USNIC_AUTH_NONE == mca_btl_usnic_component.params.auth) ||
+        module->n_parked >= USNIC_PARK_MAX || len > module->chan[USNIC_CHAN_DATA].mtu) {
+        return;
+    }
+    for (int i = 0; i < USNIC_PARK_MAX; i++) {
+        if (0 == module->parked[i].len) {
+            pk = &module->parked[i];
+            break;
+        }
+    }
+    if (NULL == pk) {
+        return;
+    }
+    if (NULL == pk->buf) {
+        pk->buf = malloc(module->chan[USNIC_CHAN_DATA].mtu);
+        if (NULL == pk->buf) {
+            return;
+        }
+    }
+    memcpy(pk->buf, buf, len);
+    pk->len = (uint32_t) len;
+    pk->vpid = hdr->src_module >> 8;
+    pk->from = module->rx_from;
+    module->n_parked++;
+    module->stats.parked++;
+}
+
 static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t len)
 {
     const struct usnic_rx_params p = {
-        .job_key = mca_btl_usnic_component.job_key,
         .max_msg_len = module->max_msg_len,
         .now = module->now_us,
+        .lane = module->rx_from.lane,
     };
 
-    (void) usnic_rx_dispatch(&btl_rx_ops, module, buf, len, &p);
+    enum usnic_drop_reason why = usnic_rx_dispatch(&btl_rx_ops, module, buf, len, &p);
+
+    if (OPAL_UNLIKELY(USNIC_PKT_OK != why)) {
+        if (USNIC_DROP_PENDING == why) {
+            park(module, buf, len);
+        }
+        if (opal_output_get_verbosity(opal_btl_base_framework.framework_output) >= 60) {
+            char dump[512];
+            usnic_pkt_dump(buf, len, dump, sizeof(dump));
+            USNIC_VERBOSE(60, "%s: dropped (%s) on channel %u: %s", module->ifname,
+                          usnic_drop_reason_name(why), module->rx_from.lane, dump);
+        }
+    }
+}
+
+void usnic_release_parked(usnic_module_t *module, uint32_t vpid)
+{
+    enum usnic_src_check check = module->src_check;
+    usnic_rx_source_t from = module->rx_from;
+
+    for (int i = 0; i < USNIC_PARK_MAX && module->n_parked > 0; i++) {
+        usnic_parked_t *pk = &module->parked[i];
+        uint32_t len = pk->len;
+
+        if (0 == len || pk->vpid != vpid) {
+            continue;
+        }
+        pk->len = 0;
+        module->n_parked--;
+        /* its source as it arrived: the prefix's address, or (FI_SOURCE)
+         * none that the address vector knew then, so the MAC must vouch */
+        module->rx_from = pk->from;
+        module->src_check = (USNIC_SRC_PREFIX == check) ? check : USNIC_SRC_NONE;
+        module->now_us = usnic_now_us();
+        module->stats.unparked++;
+        process_packet(module, pk->buf, len);
+        module->src_check = check;
+    }
+    module->rx_from = from;
+}
+
+void usnic_parked_fini(usnic_module_t *module)
+{
+    for (int i = 0; i < USNIC_PARK_MAX; i++) {
+        free(module->parked[i].buf);
+        module->parked[i].buf = NULL;
+        module->parked[i].len = 0;
+    }
+    module->n_parked = 0;
 }
 
 /* Fault injection: decide what happens to an arriving packet. */
@@ -233,6 +353,7 @@ static void inject(usnic_module_t *module, const uint8_t *buf, size_t len)
         module->stats.inj_reorder++;
         memcpy(f->held_buf, buf, len);
         f->held_len = (uint32_t) len;
+        f->held_from = module->rx_from;
         return;
     }
     process_packet(module, buf, len);
@@ -252,12 +373,18 @@ void usnic_fault_flush(usnic_module_t *module, bool idle)
         return;
     }
     f->held_len = 0;
-    process_packet(module, f->held_buf, len);
+    {
+        usnic_rx_source_t from = module->rx_from;
+        module->rx_from = f->held_from; /* where it came from, not the last arrival */
+        process_packet(module, f->held_buf, len);
+        module->rx_from = from;
+    }
 }
 
 void usnic_handle_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg, size_t len)
 {
     module->stats.rx_pkts++;
+    module->rx_from.lane = (uint8_t) chan->id;
     if (OPAL_UNLIKELY(module->fault.drop_rate > 0.0 || module->fault.dup_rate > 0.0 ||
                       module->fault.reorder_rate > 0.0)) {
         inject(module, seg->buf, len);

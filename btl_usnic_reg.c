@@ -9,6 +9,47 @@ void usnic_reg_table_init(struct usnic_reg_table *t)
     memset(t, 0, sizeof(*t));
 }
 
+void usnic_reg_table_set_key(struct usnic_reg_table *t, const struct usnic_sip_key *secret)
+{
+    t->secret = *secret;
+    t->keyed = true;
+    t->last_key = usnic_reg_encipher(secret, 0); /* index 0 generation 0: never live */
+    t->last_plain = 0;
+}
+
+/* Round function: 32 pseudorandom bits of (round, half) under the secret. */
+static inline uint32_t feistel_f(const struct usnic_sip_key *k, uint32_t round, uint32_t half)
+{
+    const uint64_t in = ((uint64_t) round << 32) | half;
+    return (uint32_t) usnic_siphash24(k, &in, sizeof(in));
+}
+
+#define USNIC_REG_ROUNDS 4
+
+uint64_t usnic_reg_encipher(const struct usnic_sip_key *k, uint64_t x)
+{
+    uint32_t l = (uint32_t) (x >> 32), r = (uint32_t) x;
+
+    for (uint32_t i = 0; i < USNIC_REG_ROUNDS; i++) {
+        uint32_t n = l ^ feistel_f(k, i, r);
+        l = r;
+        r = n;
+    }
+    return ((uint64_t) l << 32) | r;
+}
+
+uint64_t usnic_reg_decipher(const struct usnic_sip_key *k, uint64_t y)
+{
+    uint32_t l = (uint32_t) (y >> 32), r = (uint32_t) y;
+
+    for (uint32_t i = USNIC_REG_ROUNDS; i-- > 0;) {
+        uint32_t p = r ^ feistel_f(k, i, l);
+        r = l;
+        l = p;
+    }
+    return ((uint64_t) l << 32) | r;
+}
+
 void usnic_reg_table_fini(struct usnic_reg_table *t)
 {
     free(t->entries);
@@ -56,11 +97,28 @@ int usnic_reg_add(struct usnic_reg_table *t, uint64_t base, uint64_t len, uint64
     e->in_use = 1;
     t->count++;
     *key = ((uint64_t) e->gen << 32) | idx;
+    if (t->keyed) {
+        *key = usnic_reg_encipher(&t->secret, *key);
+    }
     return 0;
 }
 
-static struct usnic_reg_entry *lookup(const struct usnic_reg_table *t, uint64_t key)
+/* The plain (generation << 32 | index) of a key. */
+static uint64_t plain_of(struct usnic_reg_table *t, uint64_t key)
 {
+    if (!t->keyed) {
+        return key;
+    }
+    if (key != t->last_key) {
+        t->last_plain = usnic_reg_decipher(&t->secret, key);
+        t->last_key = key;
+    }
+    return t->last_plain;
+}
+
+static struct usnic_reg_entry *lookup(struct usnic_reg_table *t, uint64_t enc)
+{
+    uint64_t key = plain_of(t, enc);
     uint32_t idx = (uint32_t) (key & 0xffffffffu);
     uint32_t gen = (uint32_t) (key >> 32);
 
@@ -85,7 +143,7 @@ int usnic_reg_remove(struct usnic_reg_table *t, uint64_t key)
     return 0;
 }
 
-enum usnic_drop_reason usnic_reg_resolve(const struct usnic_reg_table *t, uint64_t key,
+enum usnic_drop_reason usnic_reg_resolve(struct usnic_reg_table *t, uint64_t key,
                                          uint64_t reg_offset, uint64_t msg_len, uint8_t **dest)
 {
     const struct usnic_reg_entry *e = lookup(t, key);

@@ -130,6 +130,16 @@ struct usnic_rel_timing {
     bool tlp;           /* send tail-loss probes */
 };
 
+/* The newest timestamp seen (ts) and our clock when it was (at; 0: none yet). */
+struct usnic_rel_ts_mark {
+    uint32_t ts;
+    uint64_t at;
+};
+
+/* Timestamps are 32-bit microseconds and wrap after 71 minutes: a mark
+ * older than this no longer tells what is newer. */
+#define USNIC_REL_TS_HORIZON ((uint64_t) 30 * 60 * 1000000)
+
 enum usnic_rx_verdict {
     USNIC_RX_NEW,    /* first time seen, in window: accept */
     USNIC_RX_DUP,    /* seen before: drop, ACK at once */
@@ -145,7 +155,9 @@ struct usnic_rel_stats {
     uint64_t sacked;          /* segments released early by a SACK */
     uint64_t rtt_samples;     /* round trips measured */
     uint64_t dup_acks;        /* explicit ACKs that acknowledged nothing new */
-    uint64_t rx_dup;          /* duplicate data packets received */
+    uint64_t rx_dup;          /* duplicate data packets received, sent again by the peer */
+    uint64_t rx_copies;       /* duplicates not sent again: the network's copies, or replays */
+    uint64_t ack_copies;      /* ACK packets not newer than the last of their lane: copies */
     uint64_t rx_beyond;       /* data packets beyond the receive window */
     uint64_t bad_acks;        /* ACKs of sequence numbers never sent */
 };
@@ -204,6 +216,9 @@ struct usnic_rel {
         uint64_t ack_owed_since; /* transport time when ack_owed became true */
         uint32_t ts_recent;      /* ts the next ACK echoes (0: none yet) */
         bool ts_held;            /* ts_recent is of a packet not acknowledged yet */
+        /* newest timestamp seen per lane, of data packets and of ACK packets
+         * (usnic_rel_rx_fresh()) */
+        struct usnic_rel_ts_mark data_ts[USNIC_REL_LANES], ack_ts[USNIC_REL_LANES];
     } rx;
 
     uint32_t ack_every; /* ACK at once after this many unacknowledged packets */
@@ -289,6 +304,30 @@ static inline void usnic_rel_rx_ping(struct usnic_rel *rel, uint32_t ts)
     rel->rx.ack_now = true;
     rel->rx.ts_recent = ts;
     rel->rx.ts_held = true;
+}
+
+/*
+ * Is this packet news?  A peer stamps every copy it sends with its clock,
+ * and copies on one lane arrive in the order they were sent; so a data
+ * packet (ack: an ACK packet) whose stamp is not newer than the newest of
+ * its kind on its lane is a copy the network made, or a replay, not
+ * something the peer sent again.  A newer stamp becomes the mark.
+ */
+static inline bool usnic_rel_ts_fresh(struct usnic_rel_ts_mark *m, uint32_t ts, uint64_t now)
+{
+    if (0 == m->at || now - m->at > USNIC_REL_TS_HORIZON || (int32_t) (ts - m->ts) > 0) {
+        m->ts = ts;
+        m->at = now ? now : 1u;
+        return true;
+    }
+    return false;
+}
+
+static inline bool usnic_rel_rx_fresh(struct usnic_rel *rel, bool ack, unsigned lane, uint32_t ts,
+                                      uint64_t now)
+{
+    struct usnic_rel_ts_mark *m = ack ? rel->rx.ack_ts : rel->rx.data_ts;
+    return usnic_rel_ts_fresh(&m[lane % USNIC_REL_LANES], ts, now);
 }
 
 /* The cumulative ACK value to send: the last in-order sequence number. */

@@ -6,14 +6,21 @@
  * simulated link (test/unit/simlink.c) run this same code.
  *
  * Order of checks (a packet failing any of them is dropped and counted by
- * reason, and nothing of it has any effect):
- *   1. usnic_pkt_parse(): lengths, version, type, flags, job key, chunk bounds
- *   2. sender: a known peer module
- *   3. piggy-backed ACK: acknowledges nothing we never sent (then SACK)
- *   4. sequence number: new and inside the receive window
- *   5. by type: FRAG and CHUNK need a PML handler for their tag and a place
+ *   reason, and nothing of it has any effect):
+ *   1. usnic_pkt_parse(): lengths, version, type, flags, chunk bounds
+ *   2. sender: a known peer module by its key, sending from the address
+ *      and port of its modex record (the transport's lookup)
+ *   3. integrity: CRC32C, then the MAC under the sender's secret, as the
+ *      connection requires (usnic_pkt_verify())
+ *   4. piggy-backed ACK: acknowledges nothing we never sent (then SACK)
+ *   5. sequence number: new and inside the receive window
+ *   6. by type: FRAG and CHUNK need a PML handler for their tag and a place
  *      in the fragment table (btl_usnic_reasm.h); PUT needs its target
  *      range inside a live registration.
+ * Packets that pass 1-3 but carry nothing new are not taken as news: a
+ * duplicate data packet or an ACK packet whose timestamp is not newer
+ * than the newest of its lane is a copy (the network's, or a replay) and
+ * triggers no ACK, answers no ping and counts no duplicate ACK.
  * Only then is the sequence number committed (and so acknowledged), and
  * fragments are handed to the PML in the sender's order.
  */
@@ -31,13 +38,19 @@
 struct usnic_rx_conn {
     struct usnic_rel *rel;
     struct usnic_reasm_table *reasm;
-    void *ep; /* the transport's endpoint, passed back to the ops */
+    void *ep;                        /* the transport's endpoint, passed back to the ops */
+    const struct usnic_sip_key *key; /* the sender's MAC secret */
+    int auth;                        /* 0 none, 1 header, 2 full (the connection's setting) */
+    bool crc;                        /* CRC32C required */
 };
 
 struct usnic_rx_ops {
-    /* The connection of sender module `module`; false if unknown.  Never blocks. */
-    bool (*lookup)(void *t, uint32_t module, struct usnic_rx_conn *conn);
-    /* Is there a PML handler for this tag? */
+    /* The connection of the packet's sender (hdr->sender_key, from the
+     * address the datagram came from): USNIC_PKT_OK and *conn, or
+     * USNIC_DROP_SENDER / PENDING / ADDRESS.  Never blocks. */
+    enum usnic_drop_reason (*lookup)(void *t, const struct usnic_pkt_hdr *hdr,
+                                     struct usnic_rx_conn *conn);
+    /* Is there a PML handler for this tag (always false for tags >= 255)? */
     bool (*tag_ok)(void *t, uint8_t tag);
     /* Hand one whole fragment to the PML. */
     void (*deliver)(void *t, void *ep, uint8_t tag, const void *data, uint64_t len);
@@ -56,14 +69,15 @@ struct usnic_rx_ops {
     void (*ack_schedule)(void *t, void *ep);
     /* The packet is dropped for `why`; ep is NULL before the sender is known. */
     void (*drop)(void *t, void *ep, enum usnic_drop_reason why);
-    /* An ACK packet was accepted. */
-    void (*ack_rx)(void *t, void *ep);
+    /* An ACK packet was accepted; fresh: its timestamp was newer than any
+     * before on its lane (else it is a copy and changed nothing). */
+    void (*ack_rx)(void *t, void *ep, bool fresh);
 };
 
 struct usnic_rx_params {
-    uint64_t job_key;
     uint64_t max_msg_len; /* largest PML fragment we reassemble */
     uint64_t now;         /* transport clock: round trips, loss detection, delayed ACK */
+    uint8_t lane;         /* the channel it arrived on (copies on one lane keep their order) */
 };
 
 /* Hand every fragment that is complete and next in order to the PML. */
@@ -98,21 +112,47 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
     struct usnic_rx_conn c;
     const struct usnic_pkt_hdr *hdr;
     enum usnic_drop_reason why;
+    enum usnic_rx_verdict verdict;
+    bool fresh;
 
-    why = usnic_pkt_parse(buf, len, p->job_key, p->max_msg_len, &v);
+    why = usnic_pkt_parse(buf, len, p->max_msg_len, &v);
     if (USNIC_PKT_OK != why) {
         ops->drop(t, NULL, why);
         return why;
     }
     hdr = v.hdr;
-    if (!ops->lookup(t, hdr->src_module, &c)) {
-        ops->drop(t, NULL, USNIC_DROP_SENDER);
-        return USNIC_DROP_SENDER;
+    why = ops->lookup(t, hdr, &c);
+    if (USNIC_PKT_OK != why) {
+        ops->drop(t, NULL, why);
+        return why;
+    }
+    if (c.crc || 0 != c.auth) {
+        why = usnic_pkt_verify((const uint8_t *) buf, len, c.key, c.auth, c.crc);
+        if (USNIC_PKT_OK != why) {
+            ops->drop(t, c.ep, why);
+            return why;
+        }
+    }
+    if (hdr->lane != p->lane) {
+        /* sent to the peer's other socket (the MAC vouches for the lane):
+         * redirected or replayed here, where this lane's timestamps could
+         * not tell it for a copy */
+        ops->drop(t, c.ep, USNIC_DROP_ADDRESS);
+        return USNIC_DROP_ADDRESS;
     }
 
-    if (hdr->flags & USNIC_PKT_FLAG_ACK) {
-        int released = usnic_rel_tx_ack(c.rel, hdr->ack_seq, USNIC_PKT_ACK == hdr->type,
-                                        (NULL != v.sack) ? v.sack->bits : 0, hdr->ts_echo, p->now);
+    if (USNIC_PKT_ACK == hdr->type) {
+        int released;
+
+        if (!usnic_rel_rx_fresh(c.rel, true, p->lane, hdr->ts, p->now)) {
+            /* not newer than the last ACK packet of its lane: a copy, or a
+             * replay; what it says is old news, and nothing is done with it */
+            c.rel->stats.ack_copies++;
+            ops->ack_rx(t, c.ep, false);
+            return USNIC_PKT_OK;
+        }
+        released = usnic_rel_tx_ack(c.rel, hdr->ack_seq, true, (NULL != v.sack) ? v.sack->bits : 0,
+                                    hdr->ts_echo, p->now);
         if (released < 0) {
             ops->drop(t, c.ep, USNIC_DROP_ACK_RANGE);
             return USNIC_DROP_ACK_RANGE;
@@ -120,34 +160,48 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
         if (released > 0) {
             ops->acked(t, c.ep, released);
         }
-        if (USNIC_PKT_ACK == hdr->type) {
-            ops->ack_rx(t, c.ep);
-            if (hdr->flags & USNIC_PKT_FLAG_ACK_REQ) {
-                /* a ping: answer at once, echoing its stamp */
-                usnic_rel_rx_ping(c.rel, hdr->ts);
-                ops->ack_schedule(t, c.ep);
-            }
-            return USNIC_PKT_OK;
+        ops->ack_rx(t, c.ep, true);
+        if (hdr->flags & USNIC_PKT_FLAG_ACK_REQ) {
+            /* a ping: answer at once, echoing its stamp */
+            usnic_rel_rx_ping(c.rel, hdr->ts);
+            ops->ack_schedule(t, c.ep);
         }
-    }
-    if (hdr->flags & USNIC_PKT_FLAG_ACK_REQ) {
-        c.rel->rx.ack_now = true;
-        ops->ack_schedule(t, c.ep);
+        return USNIC_PKT_OK;
     }
 
-    switch (usnic_rel_rx_check(c.rel, hdr->seq)) {
-    case USNIC_RX_NEW:
-        break;
-    case USNIC_RX_DUP:
+    verdict = usnic_rel_rx_check(c.rel, hdr->seq);
+    if (USNIC_RX_BEYOND == verdict) {
+        c.rel->stats.rx_beyond++;
+        ops->drop(t, c.ep, USNIC_DROP_WINDOW);
+        return USNIC_DROP_WINDOW;
+    }
+    fresh = usnic_rel_rx_fresh(c.rel, false, p->lane, hdr->ts, p->now);
+    if (USNIC_RX_DUP == verdict && !fresh) {
+        c.rel->stats.rx_copies++; /* the network's copy, or a replay: no news */
+        ops->drop(t, c.ep, USNIC_DROP_DUPLICATE);
+        return USNIC_DROP_DUPLICATE;
+    }
+    /* a new packet, or one the peer sent again: its ACK is current */
+    if (hdr->flags & USNIC_PKT_FLAG_ACK) {
+        int released = usnic_rel_tx_ack(c.rel, hdr->ack_seq, false, 0, hdr->ts_echo, p->now);
+        if (released < 0) {
+            ops->drop(t, c.ep, USNIC_DROP_ACK_RANGE);
+            return USNIC_DROP_ACK_RANGE;
+        }
+        if (released > 0) {
+            ops->acked(t, c.ep, released);
+        }
+    }
+    if (USNIC_RX_DUP == verdict) {
+        /* sent again after the original: our ACK was lost */
         usnic_rel_rx_duplicate(c.rel, hdr->ts);
         ops->ack_schedule(t, c.ep);
         ops->drop(t, c.ep, USNIC_DROP_DUPLICATE);
         return USNIC_DROP_DUPLICATE;
-    case USNIC_RX_BEYOND:
-    default:
-        c.rel->stats.rx_beyond++;
-        ops->drop(t, c.ep, USNIC_DROP_WINDOW);
-        return USNIC_DROP_WINDOW;
+    }
+    if (hdr->flags & USNIC_PKT_FLAG_ACK_REQ) {
+        c.rel->rx.ack_now = true;
+        ops->ack_schedule(t, c.ep);
     }
 
     switch (hdr->type) {
@@ -157,7 +211,7 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
         uint64_t msg_len = whole ? v.payload_len : v.chunk->msg_len;
 
         if (!ops->tag_ok(t, hdr->tag)) {
-            why = USNIC_DROP_TYPE;
+            why = USNIC_DROP_TAG;
             break;
         }
         why = usnic_reasm_check(c.reasm, hdr->msg_id, msg_len, hdr->tag, whole);

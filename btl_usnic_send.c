@@ -40,17 +40,37 @@ static inline bool fill_ack(mca_btl_base_endpoint_t *ep, struct usnic_pkt_hdr *h
     return owed;
 }
 
-/* Hand one datagram to the provider.  OPAL_ERR_RESOURCE_BUSY: try later. */
-static int post(usnic_module_t *module, usnic_seg_t *seg, enum usnic_channel_id cid, fi_addr_t dest)
+/* Fault injection (btl_usnic_debug_corrupt_rate): flip one bit of the
+ * datagram's contiguous part after its checksum and MAC were computed, as
+ * a faulty link or NIC would.  Returns the byte's offset + 1 (0: none) so
+ * the caller restores it once the provider has the datagram. */
+static size_t corrupt(usnic_module_t *module, usnic_seg_t *seg, uint8_t *mask)
 {
-    usnic_channel_t *chan = &module->chan[cid];
+    usnic_fault_t *f = &module->fault;
+    size_t at;
+
+    if (usnic_rand_unit(&f->rng) >= f->corrupt_rate || 0 == seg->hdr_len) {
+        return 0;
+    }
+    /* mostly where a receiver cannot tell otherwise: payload and MAC */
+    if (seg->hdr_len > USNIC_MAC_OFFSET && usnic_rand_unit(&f->rng) < 0.75) {
+        at = USNIC_MAC_OFFSET + usnic_rand(&f->rng) % (seg->hdr_len - USNIC_MAC_OFFSET);
+    } else {
+        at = usnic_rand(&f->rng) % seg->hdr_len;
+    }
+    *mask = (uint8_t) (1u << (usnic_rand(&f->rng) & 7));
+    seg->buf[at] ^= *mask;
+    module->stats.inj_corrupt++;
+    return at + 1;
+}
+
+/* Hand one sealed datagram to the provider.  OPAL_ERR_RESOURCE_BUSY: try later. */
+static int post_now(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg, fi_addr_t dest)
+{
     struct iovec iov[2];
     size_t n = 1;
     ssize_t rc;
 
-    if (OPAL_UNLIKELY(chan->tx_credits <= 0)) {
-        return OPAL_ERR_RESOURCE_BUSY;
-    }
     iov[0].iov_base = seg->buf - chan->prefix;
     iov[0].iov_len = chan->prefix + seg->hdr_len;
     if (0 == seg->zc_len && iov[0].iov_len <= chan->inject_size) {
@@ -90,6 +110,36 @@ static int post(usnic_module_t *module, usnic_seg_t *seg, enum usnic_channel_id 
     return OPAL_SUCCESS;
 }
 
+/* Hand one datagram to ep's peer on channel cid, its MAC and checksum
+ * computed now (its header is final).  OPAL_ERR_RESOURCE_BUSY: try later. */
+static int post(usnic_module_t *module, const mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
+                enum usnic_channel_id cid)
+{
+    usnic_channel_t *chan = &module->chan[cid];
+    fi_addr_t dest = ep->addr[cid];
+    size_t bad = 0;
+    uint8_t mask = 0;
+    int rc;
+
+    if (OPAL_UNLIKELY(chan->tx_credits <= 0)) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    ((struct usnic_pkt_hdr *) seg->buf)->lane = (uint8_t) cid;
+    if (0 != ep->auth || ep->crc) {
+        usnic_pkt_seal(seg->buf, seg->hdr_len, seg->zc_ptr, seg->zc_len, &ep->tx_mac_key, ep->auth,
+                       ep->crc);
+    }
+    if (OPAL_UNLIKELY(module->fault.corrupt_rate > 0.0)) {
+        bad = corrupt(module, seg, &mask);
+    }
+    rc = post_now(module, chan, seg, dest);
+    if (OPAL_UNLIKELY(0 != bad)) {
+        /* the provider copied or sent it (udp: sendmsg; inject: copied) */
+        seg->buf[bad - 1] ^= mask;
+    }
+    return rc;
+}
+
 /* First transmission of a data segment: sequence number, window slot, timer. */
 static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
                          enum usnic_channel_id cid)
@@ -110,7 +160,7 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
         module->stats.piggy_acks++;
     }
     hdr->ts = usnic_rel_ts(now);
-    if (OPAL_LIKELY(OPAL_SUCCESS == post(module, seg, cid, ep->addr[cid]))) {
+    if (OPAL_LIKELY(OPAL_SUCCESS == post(module, ep, seg, cid))) {
         usnic_rel_tx_sent(&ep->rel, &seg->rel, now);
     } else {
         usnic_rel_tx_send_failed(&ep->rel, &seg->rel);
@@ -317,7 +367,7 @@ int usnic_progress_resends(usnic_module_t *module)
          * (a newer priority-channel packet may overtake it without it
          * being lost) */
         seg->rel.lane = (uint8_t) USNIC_CHAN_DATA;
-        rc = post(module, seg, USNIC_CHAN_DATA, ep->addr[USNIC_CHAN_DATA]);
+        rc = post(module, ep, seg, USNIC_CHAN_DATA);
         if (OPAL_SUCCESS != rc) {
             break;
         }
@@ -407,13 +457,27 @@ static int send_ack_packet(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
         seg->hdr_len += (uint32_t) sizeof(*sk);
         module->stats.sacks_tx++;
     }
-    if (0 != ping_ts) {
-        hdr->flags |= USNIC_PKT_FLAG_ACK_REQ;
-        hdr->ts = ping_ts;
+    /* Every ACK packet to a peer is stamped later than the one before (the
+     * receiver takes one that is not as a copy: btl_usnic_rel.h); a ping
+     * that waited for a free channel goes with the time it really leaves,
+     * which its answer will echo. */
+    {
+        uint32_t ts = usnic_rel_ts(usnic_module_now(module));
+        if ((int32_t) (ts - ep->ack_ts_last) <= 0) {
+            ts = usnic_rel_ts((uint64_t) ep->ack_ts_last + 1u);
+        }
+        ep->ack_ts_last = ts;
+        hdr->ts = ts;
+        if (0 != ping_ts) {
+            hdr->flags |= USNIC_PKT_FLAG_ACK_REQ;
+            if (ep->rel.tx.ping.waiting && ep->rel.tx.ping.ts == ping_ts) {
+                ep->rel.tx.ping.ts = ts;
+            }
+        }
     }
     seg->payload_len = 0;
     seg->refs = 1; /* ours until post() took its own reference, if it needs one */
-    rc = post(module, seg, cid, ep->addr[cid]);
+    rc = post(module, ep, seg, cid);
     usnic_seg_put(seg);
     if (OPAL_SUCCESS != rc) {
         ep->rel.rx.ack_now = true; /* the ACK is still owed: try again */

@@ -15,14 +15,18 @@ static inline void usnic_pkt_hdr_init(const usnic_module_t *module, struct usnic
     hdr->type = type;
     hdr->flags = 0;
     hdr->tag = tag;
+    hdr->payload_len = payload_len;
+    hdr->sender_key = module->key;
     hdr->src_module = module->module_id;
-    hdr->job_key = mca_btl_usnic_component.job_key;
     hdr->seq = 0;
     hdr->ack_seq = 0;
-    hdr->payload_len = payload_len;
     hdr->msg_id = msg_id;
     hdr->ts = 0;
     hdr->ts_echo = 0;
+    hdr->lane = 0; /* post() sets it */
+    memset(hdr->reserved, 0, sizeof(hdr->reserved));
+    hdr->crc = 0;
+    hdr->mac = 0;
 }
 
 /* Send a SMALL fragment now: OPAL_SUCCESS, or OPAL_ERR_RESOURCE_BUSY (window, credits). */

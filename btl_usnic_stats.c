@@ -6,6 +6,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_endpoint.h"
+#include "btl_usnic_util.h"
 
 /* Fold the reliability core's per-peer counters into the module's. */
 static void collect(usnic_module_t *module)
@@ -18,6 +19,8 @@ static void collect(usnic_module_t *module)
     s->sack_retrans = 0;
     s->tlp_probes = 0;
     s->frags_waited = 0;
+    s->rx_copies = 0;
+    s->ack_copies = 0;
     for (item = opal_list_get_first(&module->endpoints);
          item != opal_list_get_end(&module->endpoints); item = opal_list_get_next(item)) {
         const mca_btl_base_endpoint_t *ep = (const mca_btl_base_endpoint_t *) item;
@@ -26,6 +29,12 @@ static void collect(usnic_module_t *module)
         s->sack_retrans += ep->rel.stats.retrans_sack;
         s->tlp_probes += ep->rel.stats.tlp_probes;
         s->frags_waited += ep->reasm.waited;
+        s->rx_copies += ep->rel.stats.rx_copies;
+        s->ack_copies += ep->rel.stats.ack_copies;
+    }
+    s->kernel_drops = 0;
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        s->kernel_drops += usnic_socket_drops(module->chan[c].sock_fd);
     }
 }
 

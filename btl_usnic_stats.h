@@ -20,17 +20,24 @@
     X(timeout_retrans, "retransmission timeouts (each sends a ping behind the oldest segment)")    \
     X(tlp_probes, "probe timeouts (no ACK ~2 round trips after the tail: a ping behind it)")       \
     X(dup_rx, "duplicate data packets received and dropped")                                       \
+    X(rx_copies, "of those, copies (the network's, or replays): not sent again, never ACKed")      \
     X(acks_tx, "explicit ACK packets sent")                                                        \
     X(pings_tx, "pings sent (probes: ACK packets asking for an immediate ACK)")                    \
     X(acks_rx, "explicit ACK packets received")                                                    \
+    X(ack_copies, "ACK packets not newer than the last of their lane (copies, replays): ignored")  \
     X(piggy_acks, "ACKs piggy-backed on data")                                                     \
     X(sacks_tx, "explicit ACKs that carried a selective-ACK bitmap")                               \
     X(sack_retrans, "resends queued because ACKs or ping answers showed a loss (RACK)")            \
-    X(bad_pkts, "packets dropped for failing validation")                                          \
+    X(bad_pkts, "packets dropped for failing validation (drop_* says why)")                        \
+    X(kernel_drops, "datagrams the kernel dropped for this module's sockets (full buffer)")        \
+    X(parked, "datagrams held while their sender's modex record was fetched")                      \
+    X(unparked, "held datagrams handed to the receive path once the record came")                  \
     X(inj_drop, "arriving packets dropped by fault injection")                                     \
     X(inj_dup, "arriving packets duplicated by fault injection")                                   \
     X(inj_reorder, "arriving packets reordered by fault injection")                                \
     X(tx_eagain, "sends the provider refused for lack of resources")                               \
+    X(tx_errors, "sends that completed with an error")                                             \
+    X(inj_corrupt, "sent datagrams corrupted by fault injection (after their checksum)")           \
     X(window_full, "times a peer's send window was full")                                          \
     X(puts, "emulated PUT operations")                                                             \
     X(frags_waited, "fragments that arrived complete before an earlier one and waited for it")     \

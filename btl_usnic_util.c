@@ -6,8 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sock_diag.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "btl_usnic_util.h"
 
@@ -157,8 +162,9 @@ bool usnic_same_subnet(uint32_t a, uint32_t a_prefix, uint32_t b, uint32_t b_pre
  * Find this process's UDP socket bound to *bound (the provider does not
  * expose it) and size its kernel buffers.  SO_*BUFFORCE works for root and
  * CAP_NET_ADMIN; otherwise the kernel caps the request at net.core.*mem_max.
- * Returns 0 and the effective receive/send buffer sizes, or -1 if no socket
- * was found.
+ * Returns the socket's descriptor (owned by the provider: never closed
+ * here) and the effective receive/send buffer sizes, or -1 if no socket was
+ * found.
  */
 int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_eff, int *snd_eff)
 {
@@ -201,9 +207,62 @@ int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_e
         (void) getsockopt(fd, SOL_SOCKET, SO_RCVBUF, rcv_eff, &tlen);
         tlen = sizeof(*snd_eff);
         (void) getsockopt(fd, SOL_SOCKET, SO_SNDBUF, snd_eff, &tlen);
-        found = 0;
+        found = fd;
         break;
     }
     closedir(dir);
     return found;
+}
+
+uint64_t usnic_socket_drops(int fd)
+{
+#ifdef SO_MEMINFO
+    uint32_t mem[SK_MEMINFO_VARS];
+    socklen_t len = sizeof(mem);
+
+    if (fd >= 0 && 0 == getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mem, &len) &&
+        len > SK_MEMINFO_DROPS * sizeof(mem[0])) {
+        return mem[SK_MEMINFO_DROPS];
+    }
+#else
+    (void) fd;
+#endif
+    return 0;
+}
+
+int usnic_random_bytes(void *buf, size_t n)
+{
+    uint8_t *p = buf;
+
+    while (n > 0) {
+        ssize_t got = getrandom(p, n, 0);
+        if (got < 0) {
+            if (EINTR == errno) {
+                continue;
+            }
+            break;
+        }
+        p += got;
+        n -= (size_t) got;
+    }
+    if (0 != n) {
+        /* no getrandom (old kernel, seccomp): the same pool through the device */
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            return -1;
+        }
+        while (n > 0) {
+            ssize_t got = read(fd, p, n);
+            if (got <= 0) {
+                if (got < 0 && EINTR == errno) {
+                    continue;
+                }
+                break;
+            }
+            p += got;
+            n -= (size_t) got;
+        }
+        close(fd);
+    }
+    return (0 == n) ? 0 : -1;
 }

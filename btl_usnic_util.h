@@ -60,7 +60,15 @@ uint64_t usnic_hash64(const void *data, size_t len, uint64_t seed);
 /* Same IPv4 subnet under both prefix lengths? */
 bool usnic_same_subnet(uint32_t a, uint32_t a_prefix, uint32_t b, uint32_t b_prefix);
 
-/* Size the kernel buffers of the UDP socket bound to *bound (udp provider). */
+/* Size the kernel buffers of the UDP socket bound to *bound (udp provider);
+ * returns its descriptor, or -1. */
 int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_eff, int *snd_eff);
+
+/* Datagrams the kernel dropped on this socket (full receive buffer), from
+ * SO_MEMINFO; 0 if unknown (fd < 0). */
+uint64_t usnic_socket_drops(int fd);
+
+/* n bytes from the kernel's CSPRNG (getrandom); 0, or -1 if it failed. */
+int usnic_random_bytes(void *buf, size_t n);
 
 #endif /* BTL_USNIC_UTIL_H */

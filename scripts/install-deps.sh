@@ -9,7 +9,7 @@ packages=(
     libopenmpi-dev openmpi-bin
     libfabric-dev libfabric-bin
     autoconf automake libtool pkg-config make gcc
-    valgrind gnuplot-nox clang-format
+    valgrind gnuplot-nox clang-format clang libclang-rt-14-dev
     libnetfilter-queue-dev nftables iproute2
 )
 

@@ -227,8 +227,29 @@ check_run() {
     if ! assert_usnic_carried "$RUN_LOG" "$bytes" "$np"; then
         fail "$name" "$MT_WHY" "$RUN_LOG"; return 1
     fi
+    if ! assert_no_refusals "$RUN_LOG"; then
+        fail "$name" "$MT_WHY" "$RUN_LOG"; return 1
+    fi
     echo "    $name: $MT_WHY"
     pass "$name"
+}
+
+# assert_no_refusals LOG: the job's own datagrams were never taken for
+# someone else's: no drop_SENDER, drop_ADDRESS, drop_AUTH, drop_CHECKSUM or
+# drop_TAG in its [usnic stats] lines (a test that sends hostile or
+# corrupted datagrams on purpose sets USNIC_TEST_HOSTILE=1).
+assert_no_refusals() {
+    local r n
+    usnic_mode || return 0
+    [ "${USNIC_TEST_HOSTILE:-0}" = 1 ] && return 0
+    for r in SENDER ADDRESS AUTH CHECKSUM TAG; do
+        n=$(stat_sum "$1" "drop_$r")
+        if [ "$n" != 0 ]; then
+            MT_WHY="$n of the job's own datagrams refused as drop_$r"
+            return 1
+        fi
+    done
+    return 0
 }
 
 # pingpong_size_sum MAX: sum of the message sizes pingpong.c uses up to MAX

@@ -1024,8 +1024,8 @@ static size_t pick_size(rng_t *r, char *how, size_t hn)
         if (q < 6) {
             d = (long) range(r, -1, 1);
         } else if (q < 8) {
-            static const int hdr[] = {16, 24, 32, 40, 48, 56, 64};
-            d = -hdr[below(r, 7)] + (long) range(r, -1, 1);
+            static const int hdr[] = {16, 24, 32, 40, 48, 56, 64, 72, 88};
+            d = -hdr[below(r, 9)] + (long) range(r, -1, 1);
         } else {
             d = (long) range(r, -96, 96);
         }

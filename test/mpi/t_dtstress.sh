@@ -50,13 +50,14 @@ done
 mtu=$(cat /sys/class/net/lo/mtu 2>/dev/null || echo 65536)
 dgram_default=$((mtu - 28 > 65507 ? 65507 : mtu - 28))
 
-# boundaries DGRAM: the fixed limits and the datagram's payloads: FRAG 40,
-# CHUNK 56, PUT 72 bytes of headers (btl_usnic_proto.h: common header 40,
-# chunk header 16, PUT header 16); 48 and 64 too, in case headers change
+# boundaries DGRAM: the fixed limits and the datagram's payloads: FRAG 56,
+# CHUNK 72, PUT 88 bytes of headers (btl_usnic_proto.h: common header 56,
+# chunk header 16, PUT header 16); 40, 48, 64 and 80 too, in case headers change
 boundaries() {
     local d=$1
     # shellcheck disable=SC2086 # fixed is a list
-    printf '%s\n' $fixed $((d - 40)) $((d - 48)) $((d - 56)) $((d - 64)) $((d - 72)) |
+    printf '%s\n' $fixed $((d - 40)) $((d - 48)) $((d - 56)) $((d - 64)) $((d - 72)) \
+        $((d - 80)) $((d - 88)) |
         awk '$1 > 0' | sort -n -u | paste -s -d, -
 }
 

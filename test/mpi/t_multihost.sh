@@ -127,6 +127,20 @@ rc=$?
 # floor: the 4 MiB broadcast from each of 4 roots reaches 3 other ranks
 check_run "multihost collectives 2x2" $rc 4 $((4 * 3 * 4 * 1024 * 1024))
 nsbed_check_placement "multihost collectives: 2 ranks per host, all pairs over usnic" 4 2
+# Ranks on the other host have no endpoint until ob1 adds them (lazily, on
+# first use): their first datagrams wait for the modex record, fetched
+# without blocking, and are then received, none lost and none refused.
+if usnic_mode; then
+    parked=$(stat_sum "$RUN_LOG" parked)
+    unparked=$(stat_sum "$RUN_LOG" unparked)
+    refused=$(stat_sum "$RUN_LOG" drop_SENDER)
+    if [ "$parked" -gt 0 ] && [ "$parked" = "$unparked" ] && [ "$refused" = 0 ]; then
+        pass "multihost collectives: $parked datagrams from lazily added peers held and received"
+    else
+        fail "multihost collectives: lazily added peers" \
+            "parked=$parked unparked=$unparked drop_SENDER=$refused" "$RUN_LOG"
+    fi
+fi
 no_leftovers "multihost collectives"
 
 # ---- the test bed goes away -------------------------------------------------

@@ -1,5 +1,6 @@
 #!/bin/bash
-# The usnic component registers its MCA parameters (ompi_info), and setting
+# The usnic component registers its MCA parameters (ompi_info; the values of
+# the btl_usnic_auth enumeration are listed), and setting
 # btl_usnic_if_include and btl_usnic_if_exclude together produces a help
 # message naming both (only the text is checked, not the exit status).
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
@@ -16,7 +17,8 @@ params="btl_usnic_providers btl_usnic_if_include btl_usnic_if_exclude
         btl_usnic_print_stats btl_usnic_debug_drop_rate
         btl_usnic_rd_num btl_usnic_max_inflight btl_usnic_stream_copy_min
         btl_usnic_retrans_timeout_min btl_usnic_retrans_timeout_max
-        btl_usnic_tlp"
+        btl_usnic_tlp btl_usnic_auth btl_usnic_checksum
+        btl_usnic_debug_corrupt_rate btl_usnic_debug_isn btl_usnic_cq_num"
 
 info=$TEST_TMP/logs/$MT_NAME.ompi_info.log
 timeout 60 ompi_info --param btl usnic --level 9 > "$info" 2>&1
@@ -30,6 +32,14 @@ elif [ -n "$missing" ]; then
     fail "ompi_info params" "missing:$missing" "$info"
 else
     pass "ompi_info params"
+fi
+# btl_usnic_auth is an enumeration: ompi_info lists its values
+if grep -A3 '"btl_usnic_auth"' "$info" | grep -q 'Valid values: 0:"none", 1:"header", 2:"full"'
+then
+    pass "ompi_info lists the btl_usnic_auth values"
+else
+    fail "ompi_info lists the btl_usnic_auth values" 'no "Valid values" line for btl_usnic_auth' \
+        "$info"
 fi
 
 build_prog trivial || finish

@@ -7,7 +7,7 @@
 #     btl_usnic_udp_datagram_size -1 (524288 / 1472 = 356);
 #   - an explicit btl_usnic_rd_num is taken as given;
 #   - the priority channel keeps btl_usnic_prio_rd_num (256), buffers of
-#     btl_usnic_priority_limit (512) + the 40-byte common header = 552 bytes.
+#     btl_usnic_priority_limit (512) + the 56-byte common header = 568 bytes.
 # The jobs also pass a barrier over usnic, so the buffers really work.
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
@@ -39,9 +39,9 @@ expect_posted() {
 }
 
 expect_posted "rx buffers automatic" "" \
-    "256 receive buffers of 552 bytes" "8 receive buffers of 65507 bytes"
+    "256 receive buffers of 568 bytes" "8 receive buffers of 65507 bytes"
 expect_posted "rx buffers automatic, 1472-byte datagrams" "--mca btl_usnic_udp_datagram_size -1" \
-    "256 receive buffers of 552 bytes" "356 receive buffers of 1472 bytes"
+    "256 receive buffers of 568 bytes" "356 receive buffers of 1472 bytes"
 expect_posted "rx buffers explicit" "--mca btl_usnic_rd_num 40 --mca btl_usnic_prio_rd_num 64" \
-    "64 receive buffers of 552 bytes" "40 receive buffers of 65507 bytes"
+    "64 receive buffers of 568 bytes" "40 receive buffers of 65507 bytes"
 finish

@@ -92,7 +92,7 @@ uint64_t sim_fnv(uint64_t h, const void *p, size_t n)
 /* ---------------------------------------------------------------- packets */
 
 void sim_hdr_init(struct usnic_pkt_hdr *h, unsigned type, unsigned flags, unsigned tag,
-                  uint32_t src_module, uint64_t job_key, uint32_t seq, uint32_t ack_seq)
+                  uint32_t src_module, uint64_t sender_key, uint32_t seq, uint32_t ack_seq)
 {
     memset(h, 0, sizeof(*h));
     h->version = USNIC_PROTO_VERSION;
@@ -100,7 +100,7 @@ void sim_hdr_init(struct usnic_pkt_hdr *h, unsigned type, unsigned flags, unsign
     h->flags = (uint8_t) flags;
     h->tag = (uint8_t) tag;
     h->src_module = src_module;
-    h->job_key = job_key;
+    h->sender_key = sender_key;
     h->seq = seq;
     h->ack_seq = ack_seq;
 }
@@ -442,9 +442,16 @@ void sim_cfg_default(struct sim_cfg *c)
     c->reasm_slots = 64;
     c->max_payload = 1400;
     c->max_msg_len = 1u << 20;
-    c->job_key = 0x0123456789ABCDEFull;
     c->module_id[0] = 0x10A;
     c->module_id[1] = 0x10B;
+    c->key[0] = 0x0123456789ABCDEFull;
+    c->key[1] = 0xFEDCBA9876543210ull;
+    for (int i = 0; i < 16; i++) {
+        c->secret[0][i] = (uint8_t) (0x10 + i);
+        c->secret[1][i] = (uint8_t) (0xA0 + 3 * i);
+    }
+    c->auth = 1; /* the BTL's default */
+    c->crc = true;
 }
 
 int sim_init(struct sim *s, const struct sim_cfg *c)
@@ -457,10 +464,12 @@ int sim_init(struct sim *s, const struct sim_cfg *c)
         ep->sim = s;
         ep->idx = i;
         ep->module_id = c->module_id[i];
+        ep->key = c->key[i];
+        usnic_sip_key_load(&ep->mac_key, c->secret[i]);
         ep->tx_isn = c->isn[i];
         ep->next_wire_id = c->first_msg_id[i];
         ep->next_put_id = ~c->first_msg_id[i]; /* PUT numbers: any other sequence */
-        ep->known[0].module = c->module_id[1 - i];
+        ep->known[0].key = c->key[1 - i];
         ep->known[0].ep = 1 - i;
         ep->nknown = 1;
         struct usnic_rel_timing timing = {.rto_init = c->rto_ns,
@@ -523,13 +532,18 @@ void sim_fini(struct sim *s)
     }
 }
 
-void sim_forget_sender(struct sim *s, int at, uint32_t module)
+void sim_seal(struct sim *s, int from, void *buf, size_t len)
+{
+    usnic_pkt_seal(buf, len, NULL, 0, &s->ep[from].mac_key, s->cfg.auth, s->cfg.crc);
+}
+
+void sim_forget_sender(struct sim *s, int at, uint64_t key)
 {
     struct sim_ep *ep = &s->ep[at];
     unsigned j = 0;
 
     for (unsigned i = 0; i < ep->nknown; i++) {
-        if (ep->known[i].module != module) {
+        if (ep->known[i].key != key) {
             ep->known[j++] = ep->known[i];
         }
     }
@@ -631,7 +645,7 @@ static struct sim_seg *next_segment(struct sim *s, struct sim_ep *ep)
 
     payload = xcalloc(1, plen ? plen : 1);
     sim_msg_fill(m->key, off, payload, plen);
-    sim_hdr_init(&h, type, 0, m->tag, ep->module_id, s->cfg.job_key, 0, 0);
+    sim_hdr_init(&h, type, 0, m->tag, ep->module_id, ep->key, 0, 0);
     h.msg_id = m->wire_id;
     memset(&ch, 0, sizeof(ch));
     ch.msg_len = m->len;
@@ -696,6 +710,7 @@ static bool post_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg, bool
     h->ack_seq = usnic_rel_rx_ack_value(&ep->rel);
     h->ts = usnic_rel_ts(s->now);
     h->ts_echo = ep->rel.rx.ts_recent;
+    sim_seal(s, ep->idx, seg->pkt, seg->len);
     xmit(s, ep, seg->pkt, seg->len);
     usnic_rel_ack_sent(&ep->rel);
     if (ack_req) {
@@ -725,10 +740,20 @@ static void send_ack_ts(struct sim *s, struct sim_ep *ep, uint32_t ping_ts)
     sim_hdr_init(&h, USNIC_PKT_ACK,
                  USNIC_PKT_FLAG_ACK | (sk.bits ? USNIC_PKT_FLAG_SACK : 0) |
                      (ping_ts ? USNIC_PKT_FLAG_ACK_REQ : 0),
-                 0, ep->module_id, s->cfg.job_key, 0, usnic_rel_rx_ack_value(&ep->rel));
-    h.ts = ping_ts;
+                 0, ep->module_id, ep->key, 0, usnic_rel_rx_ack_value(&ep->rel));
+    /* as the BTL stamps them: each ACK packet later than the one before,
+     * a ping with the time it leaves (its answer echoes that) */
+    h.ts = usnic_rel_ts(s->now);
+    if ((int32_t) (h.ts - ep->ack_ts_last) <= 0) {
+        h.ts = usnic_rel_ts((uint64_t) ep->ack_ts_last + 1u);
+    }
+    ep->ack_ts_last = h.ts;
+    if (ping_ts && ep->rel.tx.ping.waiting && ep->rel.tx.ping.ts == ping_ts) {
+        ep->rel.tx.ping.ts = h.ts;
+    }
     h.ts_echo = ep->rel.rx.ts_recent;
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, &sk, sk.bits ? sizeof(sk) : 0);
+    sim_seal(s, ep->idx, buf, len);
     xmit(s, ep, (const uint8_t *) buf, len);
     usnic_rel_ack_sent(&ep->rel);
     if (!ping_ts) {
@@ -796,10 +821,10 @@ static void pump(struct sim *s, struct sim_ep *ep)
 
 /* ---------------------------------------------------------------- receiver */
 
-static struct sim_ep *lookup_sender(struct sim *s, struct sim_ep *ep, uint32_t module)
+static struct sim_ep *lookup_sender(struct sim *s, struct sim_ep *ep, uint64_t key)
 {
     for (unsigned i = 0; i < ep->nknown; i++) {
-        if (ep->known[i].module == module) {
+        if (ep->known[i].key == key) {
             return &s->ep[ep->known[i].ep];
         }
     }
@@ -833,18 +858,22 @@ static void log_delivery(struct sim_ep *ep, struct sim_msg *m)
 
 /* ---- the simulation's side of the receive dispatch (btl_usnic_rx.h) ---- */
 
-static bool sim_rx_lookup(void *t, uint32_t module, struct usnic_rx_conn *c)
+static enum usnic_drop_reason sim_rx_lookup(void *t, const struct usnic_pkt_hdr *hdr,
+                                            struct usnic_rx_conn *c)
 {
     struct sim_ep *ep = t;
-    struct sim_ep *peer = lookup_sender(ep->sim, ep, module);
+    struct sim_ep *peer = lookup_sender(ep->sim, ep, hdr->sender_key);
 
     if (NULL == peer) {
-        return false;
+        return USNIC_DROP_SENDER;
     }
     c->rel = &ep->rel;
     c->reasm = &ep->reasm;
     c->ep = peer;
-    return true;
+    c->key = &peer->mac_key;
+    c->auth = ep->sim->cfg.auth;
+    c->crc = ep->sim->cfg.crc;
+    return USNIC_PKT_OK;
 }
 
 static bool sim_rx_tag_ok(void *t, uint8_t tag)
@@ -934,10 +963,12 @@ static void sim_rx_drop(void *t, void *from, enum usnic_drop_reason r)
     ((struct sim_ep *) t)->drops[((unsigned) r < USNIC_DROP__COUNT) ? r : 0]++;
 }
 
-static void sim_rx_ack_rx(void *t, void *from)
+static void sim_rx_ack_rx(void *t, void *from, bool fresh)
 {
     (void) from;
-    ((struct sim_ep *) t)->st.rx_acks++;
+    if (fresh) {
+        ((struct sim_ep *) t)->st.rx_acks++;
+    }
 }
 
 static const struct usnic_rx_ops sim_rx_ops = {
@@ -956,14 +987,14 @@ static const struct usnic_rx_ops sim_rx_ops = {
 static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size_t len)
 {
     const struct usnic_rx_params p = {
-        .job_key = s->cfg.job_key,
         .max_msg_len = s->cfg.max_msg_len,
         .now = s->now,
+        .lane = 0, /* one lane: the link keeps the order of what it does not reorder */
     };
     struct usnic_pkt_view v;
 
     ep->st.rx_pkts++;
-    if (USNIC_PKT_OK == usnic_pkt_parse(buf, len, s->cfg.job_key, s->cfg.max_msg_len, &v) &&
+    if (USNIC_PKT_OK == usnic_pkt_parse(buf, len, s->cfg.max_msg_len, &v) &&
         (v.hdr->flags & USNIC_PKT_FLAG_ACK_REQ)) {
         ep->st.rx_ack_reqs++;
     }

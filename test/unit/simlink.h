@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "btl_usnic_auth.h"
 #include "btl_usnic_proto.h"
 #include "btl_usnic_reasm.h"
 #include "btl_usnic_reg.h"
@@ -77,7 +78,7 @@ uint64_t sim_fnv(uint64_t h, const void *p, size_t n);
 
 /* Fill a common header (payload_len is set by sim_pkt_build). */
 void sim_hdr_init(struct usnic_pkt_hdr *h, unsigned type, unsigned flags, unsigned tag,
-                  uint32_t src_module, uint64_t job_key, uint32_t seq, uint32_t ack_seq);
+                  uint32_t src_module, uint64_t sender_key, uint32_t seq, uint32_t ack_seq);
 /*
  * Lay out hdr (+ ch when non-NULL) (+ put when non-NULL) + payload into buf
  * and set hdr payload_len = plen.  Returns the datagram length, 0 when cap
@@ -119,11 +120,14 @@ struct sim_cfg {
     uint32_t reasm_slots;     /* raised to the peer's send window, as the BTL does */
     uint32_t max_payload;     /* payload bytes per datagram */
     uint64_t max_msg_len;     /* usnic_pkt_parse() limit */
-    uint64_t job_key;
-    uint32_t module_id[2];
-    double send_fail;     /* fraction of posts that fail locally (usnic_rel_tx_send_failed) */
-    bool ack_req_on_full; /* set USNIC_PKT_FLAG_ACK_REQ on the segment that fills the window */
-    bool no_sack;         /* explicit ACKs never carry a selective-ACK bitmap */
+    uint32_t module_id[2];    /* src_module hints */
+    uint64_t key[2];          /* sender keys: how a receiver finds its peer */
+    uint8_t secret[2][16];    /* each side's MAC secret */
+    int auth;                 /* 0 none, 1 header, 2 full: what the MAC covers (both ways) */
+    bool crc;                 /* CRC32C on every datagram */
+    double send_fail;         /* fraction of posts that fail locally (usnic_rel_tx_send_failed) */
+    bool ack_req_on_full;     /* set USNIC_PKT_FLAG_ACK_REQ on the segment that fills the window */
+    bool no_sack;             /* explicit ACKs never carry a selective-ACK bitmap */
 };
 
 struct sim_msg {
@@ -194,9 +198,12 @@ struct sim_ep {
     int idx;
     uint64_t timer_deadline; /* the core's timer (0: none) */
     uint32_t module_id;
+    uint64_t key;
+    struct usnic_sip_key mac_key; /* its secret, loaded */
+    uint32_t ack_ts_last;         /* each ACK packet is stamped later than the one before */
     uint32_t tx_isn;
     struct {
-        uint32_t module;
+        uint64_t key;
         int ep;
     } known[SIM_MAX_KNOWN];
     unsigned nknown;
@@ -279,8 +286,11 @@ int sim_run(struct sim *s, uint64_t max_ns);
 void sim_inject(struct sim *s, int to, const void *buf, size_t len, uint64_t at_ns);
 /* A raw datagram arrives at endpoint `to` now, processed synchronously. */
 void sim_deliver_now(struct sim *s, int to, const void *buf, size_t len);
-/* Stop recognising a module id as a sender at endpoint `at`. */
-void sim_forget_sender(struct sim *s, int at, uint32_t module);
+/* Stop recognising a sender key at endpoint `at`. */
+void sim_forget_sender(struct sim *s, int at, uint64_t key);
+/* Write the MAC and CRC of a datagram as endpoint `from` would send it
+ * (for datagrams a test builds by hand). */
+void sim_seal(struct sim *s, int from, void *buf, size_t len);
 
 /*
  * Every message queued on either endpoint was delivered exactly once with

@@ -15,7 +15,7 @@
 #include "check.h"
 #include "simlink.h"
 
-#define JOB 0x0123456789ABCDEFull
+#define KEY 0x0123456789ABCDEFull /* a sender key: any value parses */
 #define MAXMSG (1ull << 20)
 #define SRC 0x10Au
 #define BUFW 512 /* uint64_t words of packet scratch: 4 KiB, 8-byte aligned */
@@ -26,7 +26,7 @@ static size_t mk(uint64_t *buf, unsigned type, unsigned flags, const struct usni
                  const struct usnic_put_hdr *put, const void *payload, uint32_t plen)
 {
     struct usnic_pkt_hdr h;
-    sim_hdr_init(&h, type, flags, 9, SRC, JOB, 1234, 1233);
+    sim_hdr_init(&h, type, flags, 9, SRC, KEY, 1234, 1233);
     return sim_pkt_build(buf, BUFW * 8, &h, ch, put, payload, plen);
 }
 
@@ -69,7 +69,7 @@ static enum usnic_drop_reason parse_copy(const void *buf, size_t len, uint64_t m
     if (len) {
         memcpy(copy, buf, len);
     }
-    r = usnic_pkt_parse(copy, len, JOB, max, &v);
+    r = usnic_pkt_parse(copy, len, max, &v);
     free(copy);
     return r;
 }
@@ -99,7 +99,7 @@ static void test_parse_valid(void)
 
     len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
     memset(&v, 0xFF, sizeof(v));
-    r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+    r = usnic_pkt_parse(buf, len, MAXMSG, &v);
     check(r == USNIC_PKT_OK && v.hdr == H(buf) && !v.chunk && !v.put && v.payload_len == 0 &&
               v.payload == (uint8_t *) buf + sizeof(struct usnic_pkt_hdr),
           "parse/valid_ack", "r=%s", usnic_drop_reason_name(r));
@@ -111,19 +111,19 @@ static void test_parse_valid(void)
         struct usnic_sack sk = {0x8000000000000005ull};
         len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, &sk,
                  sizeof(sk));
-        r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+        r = usnic_pkt_parse(buf, len, MAXMSG, &v);
         check(r == USNIC_PKT_OK &&
                   v.sack == (const void *) ((uint8_t *) buf + sizeof(struct usnic_pkt_hdr)) &&
                   v.sack->bits == sk.bits && !v.chunk && !v.put && v.payload_len == 8,
               "parse/valid_ack_with_sack", "r=%s", usnic_drop_reason_name(r));
         len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
-        r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+        r = usnic_pkt_parse(buf, len, MAXMSG, &v);
         check(r == USNIC_PKT_OK && NULL == v.sack, "parse/ack_without_sack_has_no_sack_view",
               "r=%s", usnic_drop_reason_name(r));
     }
 
     len = mk(buf, USNIC_PKT_FRAG, 0, NULL, NULL, pay, 777);
-    r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+    r = usnic_pkt_parse(buf, len, MAXMSG, &v);
     check(r == USNIC_PKT_OK && v.hdr == H(buf) && !v.chunk && !v.put && !v.sack &&
               v.payload_len == 777 && v.payload == (uint8_t *) buf + sizeof(struct usnic_pkt_hdr) &&
               0 == memcmp(v.payload, pay, 777),
@@ -133,14 +133,14 @@ static void test_parse_valid(void)
     expect_reason("parse/valid_empty_frag", buf, len, MAXMSG, USNIC_PKT_OK);
 
     len = mk(buf, USNIC_PKT_CHUNK, USNIC_PKT_FLAG_ACK, &ch, NULL, pay, 1400);
-    r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+    r = usnic_pkt_parse(buf, len, MAXMSG, &v);
     check(r == USNIC_PKT_OK && v.chunk == CH(buf) && !v.put && v.payload_len == 1400 &&
               v.payload == (uint8_t *) buf + USNIC_HDR_LEN_CHUNK && v.chunk->msg_len == 10000 &&
               v.chunk->offset == 1400,
           "parse/valid_chunk", "r=%s", usnic_drop_reason_name(r));
 
     len = mk(buf, USNIC_PKT_PUT, USNIC_PKT_FLAG_ACK, &ch, &ph, pay, 100);
-    r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+    r = usnic_pkt_parse(buf, len, MAXMSG, &v);
     check(r == USNIC_PKT_OK && v.chunk == CH(buf) && v.put == PH(buf) && v.payload_len == 100 &&
               v.payload == (uint8_t *) buf + USNIC_HDR_LEN_PUT &&
               v.put->reg_key == 0x100000003ull && v.put->reg_offset == 64,
@@ -163,8 +163,8 @@ static void test_parse_malformed(void)
 
     /* shorter than the common header */
     len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
-    check(USNIC_DROP_SHORT == usnic_pkt_parse(NULL, 0, JOB, MAXMSG, &v) &&
-              USNIC_DROP_SHORT == usnic_pkt_parse(NULL, 64, JOB, MAXMSG, &v),
+    check(USNIC_DROP_SHORT == usnic_pkt_parse(NULL, 0, MAXMSG, &v) &&
+              USNIC_DROP_SHORT == usnic_pkt_parse(NULL, 64, MAXMSG, &v),
           "malformed/short_null_buffer", "NULL buffer not SHORT");
     expect_reason("malformed/short_0", buf, 0, MAXMSG, USNIC_DROP_SHORT);
     expect_reason("malformed/short_1", buf, 1, MAXMSG, USNIC_DROP_SHORT);
@@ -236,14 +236,21 @@ static void test_parse_malformed(void)
         expect_reason("malformed/sack_without_ack_flag", buf, len, MAXMSG, USNIC_DROP_TYPE);
     }
 
-    /* wrong job key */
+    /* the reserved field must be 0; the sender key is not the parser's business */
     len = mk(buf, USNIC_PKT_FRAG, 0, NULL, NULL, pay, 8);
-    H(buf)->job_key = JOB ^ 1;
-    expect_reason("malformed/job_key_low_bit", buf, len, MAXMSG, USNIC_DROP_JOB_KEY);
-    H(buf)->job_key = JOB ^ (1ull << 63);
-    expect_reason("malformed/job_key_high_bit", buf, len, MAXMSG, USNIC_DROP_JOB_KEY);
-    H(buf)->job_key = 0;
-    expect_reason("malformed/job_key_zero", buf, len, MAXMSG, USNIC_DROP_JOB_KEY);
+    H(buf)->reserved[0] = 1;
+    expect_reason("malformed/reserved_low_bit", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    H(buf)->reserved[0] = 0;
+    H(buf)->reserved[2] = 0x80;
+    expect_reason("malformed/reserved_high_bit", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    H(buf)->reserved[2] = 0;
+    H(buf)->lane = USNIC_PKT_LANES;
+    expect_reason("malformed/lane_beyond_channels", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    H(buf)->lane = 0xff;
+    expect_reason("malformed/lane_255", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    H(buf)->lane = 0;
+    H(buf)->sender_key = 0;
+    expect_reason("parse/any_sender_key_parses", buf, len, MAXMSG, USNIC_PKT_OK);
 
     /* payload_len disagrees with the datagram */
     len = mk(buf, USNIC_PKT_FRAG, 0, NULL, NULL, pay, 100);
@@ -262,7 +269,8 @@ static void test_parse_malformed(void)
 
     ch = chunk_hdr(100, 0);
     len = mk(buf, USNIC_PKT_CHUNK, 0, &ch, NULL, pay, 50);
-    expect_reason("malformed/chunk_shorter_than_chunk_header", buf, 40, MAXMSG, USNIC_DROP_LENGTH);
+    expect_reason("malformed/chunk_shorter_than_chunk_header", buf, sizeof(struct usnic_pkt_hdr),
+                  MAXMSG, USNIC_DROP_LENGTH);
     len = mk(buf, USNIC_PKT_PUT, 0, &ch, &ph, pay, 50);
     H(buf)->payload_len = 0;
     expect_reason("malformed/put_shorter_than_put_header", buf, USNIC_HDR_LEN_CHUNK + 8, MAXMSG,
@@ -456,10 +464,10 @@ static int feed(struct usnic_reasm_table *t, struct rmsg *m, const struct piece 
 
         sim_msg_fill(mm->key, p->off, data, p->len);
         sim_hdr_init(&h, mm->whole ? USNIC_PKT_FRAG : USNIC_PKT_CHUNK, USNIC_PKT_FLAG_ACK, mm->tag,
-                     SRC, JOB, (uint32_t) k, 0);
+                     SRC, KEY, (uint32_t) k, 0);
         h.msg_id = mm->msg_id;
         len = sim_pkt_build(buf, sizeof(buf), &h, mm->whole ? NULL : &ch, NULL, data, p->len);
-        r = usnic_pkt_parse(buf, len, JOB, MAXMSG, &v);
+        r = usnic_pkt_parse(buf, len, MAXMSG, &v);
         if (USNIC_PKT_OK == r) {
             r = usnic_reasm_check(t, v.hdr->msg_id, mm->whole ? v.payload_len : v.chunk->msg_len,
                                   v.hdr->tag, mm->whole);
@@ -870,6 +878,68 @@ static void test_reg_direct(void)
     usnic_reg_table_fini(&t);
 }
 
+/* Keys enciphered under a secret: a permutation (deciphering undoes it,
+ * distinct inputs stay distinct), they look nothing like (generation,
+ * index), and neither the plain form nor a neighbour of a live key names
+ * anything. */
+static void test_reg_keyed(void)
+{
+    struct usnic_reg_table t;
+    struct usnic_sip_key k, k2;
+    static uint8_t bufs[64][64];
+    uint64_t keys[64];
+    uint8_t secret[16], *dest = NULL;
+    struct sim_rng rng;
+    int bad_inverse = 0, plainish = 0, guessed = 0, found = 0;
+
+    check_seed = 0x5E7;
+    sim_rng_seed(&rng, check_seed);
+    for (int i = 0; i < 16; i++) {
+        secret[i] = (uint8_t) sim_rng_next(&rng);
+    }
+    usnic_sip_key_load(&k, secret);
+    secret[0] ^= 1;
+    usnic_sip_key_load(&k2, secret);
+    for (int i = 0; i < 100000; i++) {
+        uint64_t x = (i & 1) ? sim_rng_next(&rng) : (uint64_t) i;
+        uint64_t y = usnic_reg_encipher(&k, x);
+        bad_inverse += usnic_reg_decipher(&k, y) != x || (0 != i && y == x);
+    }
+    check(0 == bad_inverse && usnic_reg_encipher(&k, 1) != usnic_reg_encipher(&k2, 1),
+          "reg/keyed_permutation_inverts_and_depends_on_secret", "%d bad", bad_inverse);
+
+    usnic_reg_table_init(&t);
+    usnic_reg_table_set_key(&t, &k);
+    for (int i = 0; i < 64; i++) {
+        if (0 != usnic_reg_add(&t, (uint64_t) (uintptr_t) bufs[i], sizeof(bufs[i]), &keys[i])) {
+            keys[i] = 0;
+        }
+        /* (generation 1, index i) in the clear would have the high word 1 */
+        plainish += (keys[i] >> 32) == 1 || (keys[i] & 0xffffffffu) == (uint64_t) i;
+    }
+    for (int i = 0; i < 64; i++) {
+        found += USNIC_PKT_OK == usnic_reg_resolve(&t, keys[i], 0, 64, &dest) && dest == bufs[i];
+        /* the old, plain format and neighbours of live keys */
+        guessed += USNIC_PKT_OK == usnic_reg_resolve(&t, (1ull << 32) | (uint64_t) i, 0, 1, &dest);
+        guessed += USNIC_PKT_OK == usnic_reg_resolve(&t, (uint64_t) i, 0, 1, &dest);
+        guessed += USNIC_PKT_OK == usnic_reg_resolve(&t, keys[i] + 1, 0, 1, &dest);
+        guessed += USNIC_PKT_OK == usnic_reg_resolve(&t, keys[i] ^ (1ull << 40), 0, 1, &dest);
+    }
+    for (int i = 0; i < 100000; i++) {
+        guessed += USNIC_PKT_OK == usnic_reg_resolve(&t, sim_rng_next(&rng), 0, 1, &dest);
+    }
+    check(64 == found && 0 == guessed && plainish <= 2,
+          "reg/keyed_keys_resolve_and_resist_guessing",
+          "found %d of 64, %d guesses resolved, %d keys look plain", found, guessed, plainish);
+    /* a removed key stays dead, also right after it was the last one resolved */
+    (void) usnic_reg_resolve(&t, keys[5], 0, 1, &dest);
+    (void) usnic_reg_remove(&t, keys[5]);
+    check(USNIC_DROP_PUT_RANGE == usnic_reg_resolve(&t, keys[5], 0, 1, &dest) &&
+              0 != usnic_reg_remove(&t, keys[5]),
+          "reg/keyed_removed_key_dead", "still resolves");
+    usnic_reg_table_fini(&t);
+}
+
 /* ================================================================ through the receive path */
 
 static void sim_setup(struct sim *s, uint64_t seed)
@@ -877,16 +947,15 @@ static void sim_setup(struct sim *s, uint64_t seed)
     struct sim_cfg cfg;
     sim_cfg_default(&cfg);
     cfg.seed = seed;
-    cfg.job_key = JOB;
     sim_init(s, &cfg);
 }
 
-static size_t frag_from(uint64_t *buf, uint32_t module, uint64_t job, uint32_t seq, uint32_t plen)
+static size_t frag_from(uint64_t *buf, uint32_t module, uint64_t key, uint32_t seq, uint32_t plen)
 {
     struct usnic_pkt_hdr h;
     uint8_t pay[64];
     memset(pay, 0x3C, sizeof(pay));
-    sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 1, module, job, seq, 0);
+    sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 1, module, key, seq, 0);
     return sim_pkt_build(buf, BUFW * 8, &h, NULL, NULL, pay, plen);
 }
 
@@ -907,10 +976,12 @@ static void test_unknown_sender(void)
     sim_setup(&s, check_seed);
     exp = s.ep[1].rel.rx.expected;
 
-    len = frag_from(buf, 0xDEAD, JOB, exp, 32);
+    len = frag_from(buf, 0xDEAD, 0xDEADull, exp, 32);
     sim_deliver_now(&s, SIM_B, buf, len);
-    sim_hdr_init(&h, USNIC_PKT_CHUNK, 0, 1, 0xBEEF, JOB, exp, 0);
+    /* the right module hint, another key */
+    sim_hdr_init(&h, USNIC_PKT_CHUNK, 0, 1, s.cfg.module_id[0], s.cfg.key[0] ^ 1, exp, 0);
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, NULL, pay, sizeof(pay));
+    sim_seal(&s, SIM_A, buf, len);
     sim_deliver_now(&s, SIM_B, buf, len);
     check(s.ep[1].drops[USNIC_DROP_SENDER] == 2 && s.ep[1].rx_nlog == 0 &&
               0 == s.ep[1].st.unexpected && s.ep[1].rel.rx.expected == exp &&
@@ -918,11 +989,28 @@ static void test_unknown_sender(void)
           "sender/unknown_module_dropped_not_delivered", "SENDER=%" PRIu64 " delivered=%zu",
           s.ep[1].drops[USNIC_DROP_SENDER], s.ep[1].rx_nlog);
 
-    /* the same packet with a wrong job key is a JOB_KEY drop */
-    len = frag_from(buf, s.cfg.module_id[0], JOB ^ 0x10, exp, 32);
+    /* A's key (an on-path reader knows it), but no MAC, or one made with
+     * another secret: AUTH drops; sealed by A and then a bit flipped on
+     * the way: a CHECKSUM drop; nothing of them is taken */
+    len = frag_from(buf, s.cfg.module_id[0], s.cfg.key[0], exp, 32);
+    usnic_pkt_seal((uint8_t *) buf, len, NULL, 0, &s.ep[0].mac_key, 0, true); /* CRC, no MAC */
     sim_deliver_now(&s, SIM_B, buf, len);
-    check(s.ep[1].drops[USNIC_DROP_JOB_KEY] == 1 && s.ep[1].rel.rx.expected == exp,
-          "sender/other_job_dropped", "JOB_KEY=%" PRIu64, s.ep[1].drops[USNIC_DROP_JOB_KEY]);
+    sim_seal(&s, SIM_B, buf, len); /* B's secret, A's key */
+    sim_deliver_now(&s, SIM_B, buf, len);
+    check(s.ep[1].drops[USNIC_DROP_AUTH] == 2 && s.ep[1].rel.rx.expected == exp &&
+              s.ep[1].rx_nlog == 0,
+          "sender/forged_with_known_key_dropped", "AUTH=%" PRIu64, s.ep[1].drops[USNIC_DROP_AUTH]);
+    sim_seal(&s, SIM_A, buf, len);
+    ((uint8_t *) buf)[len - 1] ^= 0x20;
+    sim_deliver_now(&s, SIM_B, buf, len);
+    check(s.ep[1].drops[USNIC_DROP_CHECKSUM] == 1 && s.ep[1].rel.rx.expected == exp &&
+              s.ep[1].rx_nlog == 0,
+          "sender/corrupted_payload_dropped", "CHECKSUM=%" PRIu64,
+          s.ep[1].drops[USNIC_DROP_CHECKSUM]);
+    ((uint8_t *) buf)[len - 1] ^= 0x20;
+    check(USNIC_PKT_OK ==
+              usnic_pkt_verify((const uint8_t *) buf, len, &s.ep[0].mac_key, s.cfg.auth, s.cfg.crc),
+          "sender/same_packet_sealed_by_sender_verifies", "rejected");
 
     /* an ACK from an unknown module releases nothing */
     for (int k = 0; k < 20; k++) {
@@ -930,7 +1018,7 @@ static void test_unknown_sender(void)
     }
     sim_step(&s);
     released = s.ep[0].st.released;
-    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, 0, 0xDEAD, JOB, 0,
+    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, 0, 0xDEAD, 0xDEADull, 0,
                  s.ep[0].rel.tx.next - 1u);
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
     sim_deliver_now(&s, SIM_A, buf, len);
@@ -940,7 +1028,7 @@ static void test_unknown_sender(void)
           released, s.ep[0].st.released);
 
     /* a module B stops recognising: everything from it is dropped, nothing delivered */
-    sim_forget_sender(&s, SIM_B, s.cfg.module_id[0]);
+    sim_forget_sender(&s, SIM_B, s.cfg.key[0]);
     rc = sim_run(&s, 50 * 1000000ull);
     check(0 != rc && s.ep[1].drops[USNIC_DROP_SENDER] > 20 && s.ep[1].rx_nlog == 0 &&
               s.ep[0].msgs[0].delivered == 0,
@@ -980,9 +1068,10 @@ static void bad_put(struct sim *s, const char *name, uint64_t key, uint64_t reg_
     size_t len;
 
     memset(pay, 0x99, sizeof(pay));
-    sim_hdr_init(&h, USNIC_PKT_PUT, USNIC_PKT_FLAG_ACK, 0, s->cfg.module_id[0], JOB, exp,
+    sim_hdr_init(&h, USNIC_PKT_PUT, USNIC_PKT_FLAG_ACK, 0, s->cfg.module_id[0], s->cfg.key[0], exp,
                  s->ep[1].rel.tx.acked);
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, &ph, pay, plen);
+    sim_seal(s, SIM_A, buf, len);
     sim_deliver_now(s, SIM_B, buf, len);
     for (size_t i = 0; i < memlen; i++) {
         same = same && mem[i] == (snap ? snap[i] : 0x22);
@@ -1083,7 +1172,7 @@ static void test_dump(void)
     int bad;
 
     check_seed = 0;
-    sim_hdr_init(&h, USNIC_PKT_PUT, 0x03, 0xAB, 0x12345678u, JOB, 4000000000u, 3999999999u);
+    sim_hdr_init(&h, USNIC_PKT_PUT, 0x03, 0xAB, 0x12345678u, KEY, 4000000000u, 3999999999u);
     h.msg_id = 77;
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, &ph, pay, sizeof(pay));
     n = usnic_pkt_dump(buf, len, full, sizeof(full));
@@ -1094,7 +1183,10 @@ static void test_dump(void)
                               "flags=0x03",
                               "tag=171",
                               "src_module=305419896",
-                              "job_key=0x0123456789abcdef",
+                              "sender_key=0x0123456789abcdef",
+                              "lane=0 reserved=0x000000",
+                              "crc=0x",
+                              "mac=0x",
                               " seq=4000000000",
                               "ack_seq=3999999999",
                               "payload_len=5",
@@ -1115,7 +1207,7 @@ static void test_dump(void)
               "missing \"%s\" in \"%s\"", missing ? missing : "", full);
     }
 
-    sim_hdr_init(&h, USNIC_PKT_CHUNK, 0x01, 3, 9, JOB, 5, 4);
+    sim_hdr_init(&h, USNIC_PKT_CHUNK, 0x01, 3, 9, KEY, 5, 4);
     h.msg_id = 77;
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, NULL, pay, sizeof(pay));
     n = usnic_pkt_dump(buf, len, out, sizeof(out));
@@ -1125,12 +1217,12 @@ static void test_dump(void)
               n == strlen(out),
           "dump/chunk_fields", "\"%s\"", out);
 
-    sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 3, 9, JOB, 5, 4);
+    sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 3, 9, KEY, 5, 4);
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, pay, sizeof(pay));
     usnic_pkt_dump(buf, len, out, sizeof(out));
     ok = has(out, "type=FRAG") && has(out, "payload_len=5") && has(out, "msg_id=0") &&
          !has(out, "msg_len");
-    sim_hdr_init(&h, USNIC_PKT_ACK, 1, 0, 9, JOB, 0, 4);
+    sim_hdr_init(&h, USNIC_PKT_ACK, 1, 0, 9, KEY, 0, 4);
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
     usnic_pkt_dump(buf, len, out, sizeof(out));
     ok = ok && has(out, "type=ACK") && has(out, "ack_seq=4") && !has(out, "msg_len");
@@ -1142,7 +1234,7 @@ static void test_dump(void)
     {
         struct usnic_sack sk = {0x00000000DEADBEEFull};
         int tbad = 0;
-        sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, 0, 9, JOB, 0, 4);
+        sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, 0, 9, KEY, 0, 4);
         len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, &sk, sizeof(sk));
         n = usnic_pkt_dump(buf, len, out, sizeof(out));
         ok = has(out, "sack=0x00000000deadbeef") && has(out, "flags=0x05") && n == strlen(out);
@@ -1157,7 +1249,7 @@ static void test_dump(void)
     }
 
     /* truncated datagrams (exact-size copies): never reads past len */
-    sim_hdr_init(&h, USNIC_PKT_PUT, 0x03, 0xAB, 0x12345678u, JOB, 4000000000u, 3999999999u);
+    sim_hdr_init(&h, USNIC_PKT_PUT, 0x03, 0xAB, 0x12345678u, KEY, 4000000000u, 3999999999u);
     h.msg_id = 77;
     len = sim_pkt_build(buf, sizeof(buf), &h, &ch, &ph, pay, sizeof(pay));
     bad = 0;
@@ -1238,11 +1330,11 @@ static size_t hdr_len_of(unsigned type)
     switch (type) {
     case USNIC_PKT_ACK:
     case USNIC_PKT_FRAG:
-        return 40; /* the common header */
+        return 56; /* the common header */
     case USNIC_PKT_CHUNK:
-        return 40 + 16;
+        return 56 + 16;
     case USNIC_PKT_PUT:
-        return 40 + 16 + 16;
+        return 56 + 16 + 16;
     default:
         return 0;
     }
@@ -1263,7 +1355,8 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
     hl = hdr_len_of(h.type);
     if (h.version != USNIC_PROTO_VERSION || 0 == hl ||
         (h.flags & ~(unsigned) USNIC_PKT_FLAGS_KNOWN) ||
-        (USNIC_PKT_ACK == h.type && 0 != h.msg_id) || h.job_key != JOB || len < hl ||
+        (USNIC_PKT_ACK == h.type && 0 != h.msg_id) || h.lane >= USNIC_PKT_LANES ||
+        0 != (h.reserved[0] | h.reserved[1] | h.reserved[2]) || len < hl ||
         (uint64_t) h.payload_len + hl != len) {
         return false;
     }
@@ -1284,7 +1377,7 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
         return false;
     }
     if (USNIC_PKT_PUT == h.type) {
-        memcpy(&p, b + 40 + 16, sizeof(p));
+        memcpy(&p, b + 56 + 16, sizeof(p));
         return p.reg_offset <= UINT64_MAX - c.msg_len;
     }
     return true;
@@ -1339,7 +1432,7 @@ static size_t random_valid(struct sim_rng *r, uint8_t *b, uint64_t max)
         plen = sizeof(struct usnic_sack);
     }
     sim_msg_fill(sim_rng_next(r), 0, pay, plen);
-    sim_hdr_init(&h, type, flags, (unsigned) sim_rng_below(r, 256), (uint32_t) sim_rng_next(r), JOB,
+    sim_hdr_init(&h, type, flags, (unsigned) sim_rng_below(r, 256), (uint32_t) sim_rng_next(r), KEY,
                  (uint32_t) sim_rng_next(r), (uint32_t) sim_rng_next(r));
     msg_len = sim_rng_range(r, plen, (max < 1000000 ? max : 1000000));
     if (msg_len < plen) {
@@ -1361,8 +1454,9 @@ static void mutate(struct sim_rng *r, uint8_t *b, size_t *len)
 {
     static const struct {
         size_t off, size;
-    } fields[] = {{0, 1},  {1, 1},  {2, 1},  {3, 1},  {4, 4},  {8, 8},  {16, 4}, {20, 4},
-                  {24, 4}, {28, 4}, {32, 4}, {36, 4}, {40, 8}, {48, 8}, {56, 8}, {64, 8}};
+    } fields[] = {{0, 1},  {1, 1},  {2, 1},  {3, 1},  {4, 4},  {8, 8},  {16, 4},
+                  {20, 4}, {24, 4}, {28, 4}, {32, 4}, {36, 4}, {40, 4}, {44, 4},
+                  {48, 8}, {56, 8}, {64, 8}, {72, 8}, {80, 8}};
     int n = 1 + (int) sim_rng_below(r, 3);
 
     for (int i = 0; i < n; i++) {
@@ -1393,11 +1487,11 @@ static void mutate(struct sim_rng *r, uint8_t *b, size_t *len)
             if (*len + add <= 4096) {
                 memset(b + *len, 0x5C, add);
                 *len += add;
-                if (*len >= 32 && sim_rng_below(r, 2)) {
+                if (*len >= 8 && sim_rng_below(r, 2)) {
                     uint32_t pl;
-                    memcpy(&pl, b + 24, 4);
+                    memcpy(&pl, b + 4, 4);
                     pl += (uint32_t) add;
-                    memcpy(b + 24, &pl, 4);
+                    memcpy(b + 4, &pl, 4);
                 }
             }
             break;
@@ -1447,7 +1541,7 @@ static void test_fuzz(void)
         copy = malloc(len ? len : 1); /* exact size: any over-read is an ASan error */
         memcpy(copy, w, len);
         memset(&v, 0, sizeof(v));
-        got = usnic_pkt_parse(copy, len, JOB, max, &v);
+        got = usnic_pkt_parse(copy, len, max, &v);
         want = spec_ok(copy, len, max);
         if ((unsigned) got >= USNIC_DROP__COUNT) {
             odd_reason++;
@@ -1474,8 +1568,8 @@ static void test_fuzz(void)
                 view_bad++;
             }
         } else if (got != USNIC_DROP_SHORT && got != USNIC_DROP_VERSION && got != USNIC_DROP_TYPE &&
-                   got != USNIC_DROP_JOB_KEY && got != USNIC_DROP_LENGTH &&
-                   got != USNIC_DROP_CHUNK_RANGE && got != USNIC_DROP_PUT_RANGE) {
+                   got != USNIC_DROP_LENGTH && got != USNIC_DROP_CHUNK_RANGE &&
+                   got != USNIC_DROP_PUT_RANGE) {
             odd_reason++;
         }
         if (0 == it % 4) { /* dump the same input into a random small output */
@@ -1496,8 +1590,8 @@ static void test_fuzz(void)
     check(0 == dump_bad, "fuzz/dump_bounded", "%" PRIu64 " bad dumps", dump_bad);
     {
         static const enum usnic_drop_reason need[] = {
-            USNIC_PKT_OK,       USNIC_DROP_SHORT,  USNIC_DROP_VERSION,     USNIC_DROP_TYPE,
-            USNIC_DROP_JOB_KEY, USNIC_DROP_LENGTH, USNIC_DROP_CHUNK_RANGE, USNIC_DROP_PUT_RANGE};
+            USNIC_PKT_OK,      USNIC_DROP_SHORT,       USNIC_DROP_VERSION,  USNIC_DROP_TYPE,
+            USNIC_DROP_LENGTH, USNIC_DROP_CHUNK_RANGE, USNIC_DROP_PUT_RANGE};
         const char *missing = NULL;
         for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
             if (counts[need[i]] < 50) {
@@ -1517,6 +1611,7 @@ int main(void)
     test_reasm_check();
     test_reasm_chunk_positions();
     test_reg_direct();
+    test_reg_keyed();
     test_unknown_sender();
     test_put_end_to_end();
     test_dump();

@@ -1158,9 +1158,10 @@ static void queue_mix(struct sim *s, int from, struct sim_rng *rng, int nrandom,
 static bool parse_level_drops(const struct sim *s, char *why, size_t n)
 {
     static const enum usnic_drop_reason bad[] = {
-        USNIC_DROP_SHORT,     USNIC_DROP_VERSION, USNIC_DROP_TYPE,        USNIC_DROP_JOB_KEY,
-        USNIC_DROP_LENGTH,    USNIC_DROP_SENDER,  USNIC_DROP_CHUNK_RANGE, USNIC_DROP_PUT_RANGE,
-        USNIC_DROP_ACK_RANGE, USNIC_DROP_INJECTED};
+        USNIC_DROP_SHORT,     USNIC_DROP_VERSION,  USNIC_DROP_TYPE,        USNIC_DROP_LENGTH,
+        USNIC_DROP_SENDER,    USNIC_DROP_PENDING,  USNIC_DROP_ADDRESS,     USNIC_DROP_CHECKSUM,
+        USNIC_DROP_AUTH,      USNIC_DROP_TAG,      USNIC_DROP_CHUNK_RANGE, USNIC_DROP_PUT_RANGE,
+        USNIC_DROP_ACK_RANGE, USNIC_DROP_RX_ERROR, USNIC_DROP_INJECTED};
     for (int i = 0; i < 2; i++) {
         for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
             if (s->ep[i].drops[bad[k]]) {
@@ -1720,9 +1721,9 @@ static void test_fast_retransmit(void)
 
 struct capture {
     uint32_t module;
-    uint8_t first[USNIC_HDR_LEN_MAX + 1400];
+    _Alignas(8) uint8_t first[USNIC_HDR_LEN_MAX + 1400]; /* aligned as receive buffers are */
     size_t first_len;
-    uint8_t chunk[USNIC_HDR_LEN_MAX + 1400];
+    _Alignas(8) uint8_t chunk[USNIC_HDR_LEN_MAX + 1400];
     size_t chunk_len;
 };
 
@@ -1754,7 +1755,7 @@ static void test_rx_path_dup_beyond(void)
     struct sim s;
     struct capture *c = calloc(1, sizeof(*c));
     char why[512] = "", sum[1024];
-    uint64_t deliv, dups, rxdup, acks;
+    uint64_t deliv, dups, rxdup, acks, copies;
     int rc;
 
     check_seed = 0x6001;
@@ -1774,16 +1775,38 @@ static void test_rx_path_dup_beyond(void)
     deliv = s.ep[1].st.delivered;
     dups = s.ep[1].drops[USNIC_DROP_DUPLICATE];
     rxdup = s.ep[1].rel.stats.rx_dup;
+    /* the captured packets again, as they were: copies (the network's or
+     * a replay), dropped as duplicates without an ACK and without news */
+    copies = s.ep[1].rel.stats.rx_copies;
+    acks = s.ep[1].st.tx_acks;
     sim_deliver_now(&s, SIM_B, c->first, c->first_len);
     sim_deliver_now(&s, SIM_B, c->chunk, c->chunk_len);
     check(0 == rc && c->first_len && c->chunk_len && s.ep[1].st.delivered == deliv &&
               s.ep[1].drops[USNIC_DROP_DUPLICATE] == dups + 2 &&
-              s.ep[1].rel.stats.rx_dup == rxdup + 2 && s.ep[1].rel.rx.ack_now &&
-              0 == s.ep[1].st.reasm_live,
-          "rxpath/replayed_old_packets_dropped_as_duplicate",
-          "rc=%d delivered %" PRIu64 "->%" PRIu64 " DUP drops %" PRIu64 "->%" PRIu64, rc, deliv,
-          s.ep[1].st.delivered, dups, s.ep[1].drops[USNIC_DROP_DUPLICATE]);
+              s.ep[1].rel.stats.rx_dup == rxdup && s.ep[1].rel.stats.rx_copies == copies + 2 &&
+              !s.ep[1].rel.rx.ack_now && 0 == s.ep[1].st.reasm_live,
+          "rxpath/replayed_old_packets_dropped_as_copies",
+          "rc=%d delivered %" PRIu64 "->%" PRIu64 " DUP drops %" PRIu64 "->%" PRIu64
+          " rx_dup %" PRIu64 "->%" PRIu64 " copies %" PRIu64 "->%" PRIu64,
+          rc, deliv, s.ep[1].st.delivered, dups, s.ep[1].drops[USNIC_DROP_DUPLICATE], rxdup,
+          s.ep[1].rel.stats.rx_dup, copies, s.ep[1].rel.stats.rx_copies);
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    check(0 == rc && s.ep[1].st.tx_acks == acks, "rxpath/replay_triggers_no_ack",
+          "acks %" PRIu64 " -> %" PRIu64, acks, s.ep[1].st.tx_acks);
+
+    /* the first one sent again by A (a later stamp: its ACK was lost) */
+    {
+        struct usnic_pkt_hdr *h = (struct usnic_pkt_hdr *) (void *) c->first;
+        h->ts = usnic_rel_ts(s.now);
+        sim_seal(&s, SIM_A, c->first, c->first_len);
+    }
     acks = s.ep[1].st.tx_acks;
+    sim_deliver_now(&s, SIM_B, c->first, c->first_len);
+    check(s.ep[1].st.delivered == deliv && s.ep[1].drops[USNIC_DROP_DUPLICATE] == dups + 3 &&
+              s.ep[1].rel.stats.rx_dup == rxdup + 1 && s.ep[1].rel.rx.ack_now,
+          "rxpath/resent_old_packet_dropped_as_duplicate",
+          "delivered %" PRIu64 "->%" PRIu64 " rx_dup %" PRIu64 "->%" PRIu64, deliv,
+          s.ep[1].st.delivered, rxdup, s.ep[1].rel.stats.rx_dup);
     rc = sim_run(&s, SIM_LIMIT_NS);
     check(0 == rc && s.ep[1].st.tx_acks == acks + 1, "rxpath/duplicate_triggers_immediate_ack",
           "acks %" PRIu64 " -> %" PRIu64, acks, s.ep[1].st.tx_acks);
@@ -1795,9 +1818,10 @@ static void test_rx_path_dup_beyond(void)
         uint8_t payload[16] = {0};
         size_t len;
         usnic_seq_t exp = s.ep[1].rel.rx.expected;
-        sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 0, cfg.module_id[0], cfg.job_key,
+        sim_hdr_init(&h, USNIC_PKT_FRAG, 0, 0, cfg.module_id[0], cfg.key[0],
                      exp + s.ep[1].rel.rx.win_size, 0);
         len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, payload, sizeof(payload));
+        sim_seal(&s, SIM_A, buf, len);
         deliv = s.ep[1].st.delivered;
         sim_deliver_now(&s, SIM_B, buf, len);
         check(s.ep[1].drops[USNIC_DROP_WINDOW] == 1 && s.ep[1].st.delivered == deliv &&
@@ -1809,6 +1833,140 @@ static void test_rx_path_dup_beyond(void)
     rc = sim_verify(&s, why, sizeof(why));
     sim_summary(&s, sum, sizeof(sum));
     check(0 == rc, "rxpath/dup_run_exactly_once", "%s; %s", why, sum);
+    sim_fini(&s);
+    free(c);
+}
+
+/* Replayed ACK packets and pings: copies of genuine ones, MAC and all. */
+struct ack_capture {
+    uint64_t key;
+    bool hold; /* drop B's ACK packets (after capturing them) */
+    _Alignas(8) uint8_t ack[USNIC_HDR_LEN_ACK + 8];
+    size_t ack_len;
+    _Alignas(8) uint8_t ping[USNIC_HDR_LEN_ACK + 8];
+    size_t ping_len;
+};
+
+static int ack_capture_filter(struct sim *s, int from, const uint8_t *pkt, size_t len, void *arg)
+{
+    struct ack_capture *c = arg;
+    struct usnic_pkt_hdr h;
+
+    (void) s;
+    (void) from;
+    memcpy(&h, pkt, sizeof(h));
+    if (h.sender_key != c->key || USNIC_PKT_ACK != h.type || len > sizeof(c->ack)) {
+        return 0;
+    }
+    if (h.flags & USNIC_PKT_FLAG_ACK_REQ) {
+        memcpy(c->ping, pkt, len);
+        c->ping_len = len;
+        return 0;
+    }
+    memcpy(c->ack, pkt, len);
+    c->ack_len = len;
+    return c->hold;
+}
+
+static void test_rx_path_replayed_acks(void)
+{
+    struct sim_cfg cfg;
+    struct sim s;
+    struct ack_capture *c = calloc(1, sizeof(*c));
+    char why[512] = "", sum[1024];
+    uint64_t dup_acks, fast, copies;
+    usnic_seq_t acked;
+    int rc;
+
+    check_seed = 0x7101;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    cfg.no_sack = true;        /* the duplicate-ACK path ... */
+    cfg.fast_retrans_dups = 1; /* ... at its most trigger-happy */
+    sim_init(&s, &cfg);
+    c->key = cfg.key[1];
+    s.filter = ack_capture_filter;
+    s.filter_arg = c;
+    for (int k = 0; k < 10; k++) {
+        sim_send(&s, SIM_A, 300, (uint8_t) k);
+    }
+    rc = sim_run(&s, SIM_LIMIT_NS); /* B's last explicit ACK is captured */
+    /* A sends more; B's ACKs are held back, so A's edge stays where the
+     * captured ACK put it and data is in flight */
+    c->hold = true;
+    for (int k = 0; k < 5; k++) {
+        sim_send(&s, SIM_A, 300, (uint8_t) k);
+    }
+    sim_step(&s);
+    acked = s.ep[0].rel.tx.acked;
+    dup_acks = s.ep[0].rel.stats.dup_acks;
+    fast = s.ep[0].rel.stats.retrans_fast;
+    copies = s.ep[0].rel.stats.ack_copies;
+    for (int k = 0; k < 3; k++) {
+        sim_deliver_now(&s, SIM_A, c->ack, c->ack_len);
+    }
+    check(0 == rc && c->ack_len > 0 && usnic_rel_tx_inflight(&s.ep[0].rel) > 0 &&
+              ((const struct usnic_pkt_hdr *) (const void *) c->ack)->ack_seq == acked &&
+              s.ep[0].rel.stats.dup_acks == dup_acks && s.ep[0].rel.stats.retrans_fast == fast &&
+              s.ep[0].rel.stats.ack_copies == copies + 3 && NULL == s.ep[0].rq_head,
+          "rxpath/replayed_ack_resends_nothing",
+          "rc=%d captured=%zu inflight=%u dup_acks %" PRIu64 "->%" PRIu64 " fast %" PRIu64
+          "->%" PRIu64 " copies %" PRIu64 "->%" PRIu64,
+          rc, c->ack_len, usnic_rel_tx_inflight(&s.ep[0].rel), dup_acks, s.ep[0].rel.stats.dup_acks,
+          fast, s.ep[0].rel.stats.retrans_fast, copies, s.ep[0].rel.stats.ack_copies);
+    c->hold = false;
+    rc = sim_run(&s, SIM_LIMIT_NS);
+
+    /* a ping from B, then the same datagram again: A answers the first only */
+    {
+        struct usnic_pkt_hdr h;
+        uint64_t buf[16];
+        size_t len;
+        bool answered_first, answered_copy;
+
+        sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ, 0,
+                     cfg.module_id[1], cfg.key[1], 0, usnic_rel_rx_ack_value(&s.ep[1].rel));
+        h.ts = usnic_rel_ts(s.now) + 12345u; /* later than anything B stamped */
+        len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
+        sim_seal(&s, SIM_B, buf, len);
+        copies = s.ep[0].rel.stats.ack_copies;
+        s.ep[0].rel.rx.ack_now = false;
+        sim_deliver_now(&s, SIM_A, buf, len);
+        answered_first = s.ep[0].rel.rx.ack_now && s.ep[0].rel.rx.ts_recent == h.ts;
+        s.ep[0].rel.rx.ack_now = false;
+        sim_deliver_now(&s, SIM_A, buf, len);
+        answered_copy = s.ep[0].rel.rx.ack_now;
+        check(answered_first && !answered_copy && s.ep[0].rel.stats.ack_copies == copies + 1,
+              "rxpath/replayed_ping_not_answered",
+              "first answered %d, copy answered %d, copies %" PRIu64 "->%" PRIu64, answered_first,
+              answered_copy, copies, s.ep[0].rel.stats.ack_copies);
+        s.ep[0].rel.rx.ack_now = true; /* the answer A owes B */
+
+        /* a genuine ping B sent on its other lane (data channel), replayed
+         * at A's priority socket: the MAC vouches for the lane it names */
+        h.ts += 1000u;
+        h.lane = 1;
+        len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
+        sim_seal(&s, SIM_B, buf, len);
+        {
+            uint64_t addr = s.ep[0].drops[USNIC_DROP_ADDRESS];
+            uint32_t mark = s.ep[0].rel.rx.ack_ts[0].ts;
+            copies = s.ep[0].rel.stats.ack_copies;
+            s.ep[0].rel.rx.ack_now = false;
+            sim_deliver_now(&s, SIM_A, buf, len);
+            check(!s.ep[0].rel.rx.ack_now && s.ep[0].drops[USNIC_DROP_ADDRESS] == addr + 1 &&
+                      s.ep[0].rel.stats.ack_copies == copies && s.ep[0].rel.rx.ack_ts[0].ts == mark,
+                  "rxpath/other_lane_ping_dropped_as_address",
+                  "answered %d, drop_ADDRESS %" PRIu64 "->%" PRIu64 ", lane 0 mark %u->%u",
+                  s.ep[0].rel.rx.ack_now, addr, s.ep[0].drops[USNIC_DROP_ADDRESS], mark,
+                  s.ep[0].rel.rx.ack_ts[0].ts);
+        }
+        s.ep[0].rel.rx.ack_now = true;
+    }
+    rc = (0 == rc) ? sim_run(&s, SIM_LIMIT_NS) : rc;
+    sim_summary(&s, sum, sizeof(sum));
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+    check(0 == rc, "rxpath/traffic_completes_after_replayed_acks", "%s %s; %s", why, s.err, sum);
     sim_fini(&s);
     free(c);
 }
@@ -1841,9 +1999,10 @@ static void test_rx_path_bad_ack(void)
     acked = s.ep[0].rel.tx.acked;
 
     /* explicit ACK from B of a seq A never sent */
-    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, 0, cfg.module_id[1], cfg.job_key, 0,
+    sim_hdr_init(&h, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, 0, cfg.module_id[1], cfg.key[1], 0,
                  s.ep[0].rel.tx.next + 3u);
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, NULL, 0);
+    sim_seal(&s, SIM_B, buf, len);
     sim_deliver_now(&s, SIM_A, buf, len);
     check(inflight > 0 && s.ep[0].drops[USNIC_DROP_ACK_RANGE] == 1 &&
               s.ep[0].rel.stats.bad_acks == 1 && s.ep[0].st.released == released &&
@@ -1854,9 +2013,10 @@ static void test_rx_path_bad_ack(void)
 
     /* data from B piggy-backing an impossible ACK: the whole packet is dropped */
     exp = s.ep[0].rel.rx.expected;
-    sim_hdr_init(&h, USNIC_PKT_FRAG, USNIC_PKT_FLAG_ACK, 0, cfg.module_id[1], cfg.job_key, exp,
+    sim_hdr_init(&h, USNIC_PKT_FRAG, USNIC_PKT_FLAG_ACK, 0, cfg.module_id[1], cfg.key[1], exp,
                  s.ep[0].rel.tx.next + 1000u);
     len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, payload, sizeof(payload));
+    sim_seal(&s, SIM_B, buf, len);
     sim_deliver_now(&s, SIM_A, buf, len);
     check(s.ep[0].drops[USNIC_DROP_ACK_RANGE] == 2 && s.ep[0].rel.rx.expected == exp &&
               s.ep[0].st.released == released && 0 == s.ep[0].st.unexpected,
@@ -2028,6 +2188,7 @@ int main(void)
     test_tail_loss();
     test_rx_path_dup_beyond();
     test_rx_path_bad_ack();
+    test_rx_path_replayed_acks();
     test_reasm_alloc_failure();
     test_reasm_slot_spacing();
     test_reasm_next_never_starves();
