@@ -63,7 +63,7 @@ build_component() (
 format_check() {
     local bad=
     cd "$top" || return 1
-    for f in btl_usnic*.[ch] test/unit/*.[ch] test/mpi/*.[ch] bench/*.c; do
+    for f in btl_usnic*.[ch] test/unit/*.[ch] test/mpi/*.[ch] test/fuzz/*.c bench/*.c; do
         clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || bad="$bad $f"
     done
     if [ -n "$bad" ]; then
@@ -81,6 +81,9 @@ run_step unit-asan bash "$top/test/unit/build.sh" "$out/unit"
 if [ -f "$top/test/unit/valgrind.sh" ]; then
     run_step unit-valgrind bash "$top/test/unit/valgrind.sh" "$out/unit-vg"
 fi
+# the libFuzzer target over the receive dispatch: regressions, seed corpus,
+# then a bounded run (FUZZ_RUNS)
+run_step fuzz env FUZZ_OUT="$out/fuzz" bash "$top/test/fuzz/run.sh"
 for t in "$top"/test/mpi/t_*.sh; do
     run_step "$(basename "$t" .sh)" bash "$t"
 done
