@@ -73,11 +73,16 @@ typedef struct usnic_seg_list_ctx {
     int chan; /* enum usnic_channel_id */
 } usnic_seg_list_ctx_t;
 
-/* One libfabric endpoint with its completion queue and receive buffers. */
+/* Datagrams one train (UDP_SEGMENT send) may hold. */
+#define USNIC_TRAIN_MAX 64
+
+/* One datagram socket of a module: a libfabric endpoint with its
+ * completion queue, or a UDP socket of ours (btl_usnic_chan.h). */
 typedef struct usnic_channel {
     enum usnic_channel_id id;
-    struct fid_ep *ep;
-    struct fid_cq *cq;
+    struct fid_ep *ep;        /* libfabric */
+    struct fid_cq *cq;        /* libfabric */
+    int fd;                   /* kernel: our UDP socket, -1 if none */
     uint32_t mtu;             /* largest datagram we send or expect, headers included */
     size_t prefix;            /* FI_MSG_PREFIX bytes before every datagram, else 0 */
     int tx_depth;             /* send queue entries */
@@ -86,8 +91,21 @@ typedef struct usnic_channel {
     opal_free_list_t rx_segs; /* receive buffers: prefix + mtu bytes each */
     struct sockaddr_in addr;  /* bound address (port assigned by the provider) */
     int rcvbuf;               /* kernel receive buffer bytes, 0 if unknown */
-    int sock_fd;              /* the provider's UDP socket (not ours to close), -1 if unknown */
+    int sock_fd;              /* the UDP socket underneath (stats), -1 if unknown */
     size_t inject_size;       /* datagrams up to this size go out with fi_inject */
+    uint32_t rx_buf;          /* bytes of a receive buffer after the prefix (>= mtu) */
+    void *backend_priv;       /* the backend's own state of the channel */
+    /* kernel backend */
+    bool gso; /* UDP_SEGMENT trains allowed (cleared when refused) */
+    bool gro; /* UDP_GRO on: a receive may hold several datagrams */
+    struct {
+        struct usnic_seg *seg[USNIC_TRAIN_MAX];
+        const struct mca_btl_base_endpoint_t *ep; /* their destination */
+        int n;
+        uint32_t seg_len; /* every datagram's length but the last's */
+        uint32_t bytes;
+        bool closed; /* a shorter datagram ended it */
+    } train;
 } usnic_channel_t;
 
 /* Where the datagram being processed came from. */
@@ -112,9 +130,10 @@ typedef struct usnic_fault {
 
 /* How the source of an arriving datagram is known. */
 enum usnic_src_check {
-    USNIC_SRC_NONE = 0,  /* not at all: the MAC alone vouches for the sender */
-    USNIC_SRC_FI = 1,    /* FI_SOURCE: the completion names the sender's AV entry */
-    USNIC_SRC_PREFIX = 2 /* the provider's receive prefix holds the Ethernet/IPv4/UDP headers */
+    USNIC_SRC_NONE = 0,   /* not at all: the MAC alone vouches for the sender */
+    USNIC_SRC_FI = 1,     /* FI_SOURCE: the completion names the sender's AV entry */
+    USNIC_SRC_PREFIX = 2, /* the provider's receive prefix holds the Ethernet/IPv4/UDP headers */
+    USNIC_SRC_SOCKET = 3  /* our socket tells the sender's address and port (rx_from.ip/port) */
 };
 
 /* A datagram held until its sender's modex record arrives. */
@@ -138,8 +157,11 @@ typedef struct usnic_module {
     struct sockaddr_in if_addr;          /* interface IPv4 address */
     uint32_t if_prefixlen;               /* netmask length */
     uint32_t link_mbps;                  /* link speed, Mbit/s (0 if unknown) */
+    uint32_t if_mtu;                     /* interface MTU (0 if unknown) */
 
-    struct fi_info *info;
+    const struct usnic_backend *backend; /* moves the datagrams (btl_usnic_chan.h) */
+    bool batching;                       /* sends may join a train (send.c) */
+    struct fi_info *info;                /* libfabric backend: */
     struct fid_fabric *fabric;
     struct fid_domain *domain;
     struct fid_av *av;
@@ -150,6 +172,7 @@ typedef struct usnic_module {
     bool is_udp;             /* provider "udp": plain UDP sockets underneath */
     uint32_t advertised_mtu; /* the provider's max_msg_size */
     int seg_max;             /* send segments the module may allocate */
+    uint32_t send_window;    /* segments unacknowledged per peer (btl_usnic_send_window) */
 
     /* free lists (bounded) */
     opal_free_list_t send_segs; /* data-MTU send buffers */
@@ -221,6 +244,7 @@ typedef struct usnic_params {
     int retrans_timeout_min;      /* usec: floor of the measured timeout */
     int retrans_timeout_max;      /* usec: ceiling, backoff included */
     int tlp;                      /* tail-loss probes on/off */
+    int gso;                      /* kernel backend: UDP_SEGMENT trains, UDP_GRO */
     int max_resends_per_iteration;
     int ack_delay;         /* usec */
     int fast_retrans_dups; /* duplicate ACKs that trigger a fast retransmit */
@@ -238,6 +262,7 @@ typedef struct usnic_params {
     double debug_dup_rate;
     double debug_reorder_rate;
     double debug_corrupt_rate; /* fraction of sent datagrams corrupted after their checksum */
+    int debug_gso_refused;     /* act as if UDP_SEGMENT were refused */
     int debug_seed;
     int debug_isn; /* >= 0: fixed initial sequence number (tests) */
 } usnic_params_t;
@@ -302,10 +327,6 @@ int usnic_progress_acks(usnic_module_t *module, uint64_t now);
 void usnic_ack_schedule(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
 
 /* btl_usnic_recv.c */
-int usnic_post_recvs(usnic_module_t *module, usnic_channel_t *chan);
-void usnic_handle_recv(usnic_module_t *module, usnic_channel_t *chan, struct usnic_seg *seg,
-                       size_t len);
-void usnic_repost_recv(usnic_module_t *module, usnic_channel_t *chan, struct usnic_seg *seg);
 /* Process a packet held back by reorder injection (when idle, or after the next arrival). */
 void usnic_fault_flush(usnic_module_t *module, bool idle);
 /* The modex record of process vpid arrived (its endpoint exists if it is a

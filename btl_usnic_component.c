@@ -4,6 +4,7 @@
  * module creation, and the progress engine.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_proc.h"
@@ -84,93 +86,26 @@ static int usnic_component_close(void)
 /* ---------------------------------------------------------------------- */
 /* discovery */
 
-struct usnic_filters {
-    struct usnic_if_filter include[32];
-    int n_include;
-    struct usnic_if_filter exclude[32];
-    int n_exclude;
-};
-
-static struct fi_info *query_provider_caps(const char *prov, enum fi_threading threading,
-                                           uint64_t caps)
+/* Is the device with this IPv4 address one we should use (filters, up)?
+ * Says why not at verbose level. */
+bool usnic_device_usable(const char *dev, uint32_t addr, const struct usnic_filters *flt)
 {
-    struct fi_info *hints, *info = NULL;
-    int rc;
-
-    hints = fi_allocinfo();
-    if (NULL == hints) {
-        return NULL;
-    }
-    hints->caps = caps;
-    hints->mode = FI_CONTEXT | FI_MSG_PREFIX;
-    hints->ep_attr->type = FI_EP_DGRAM;
-    hints->addr_format = FI_SOCKADDR_IN;
-    hints->domain_attr->threading = threading;
-    hints->fabric_attr->prov_name = strdup(prov);
-    rc = fi_getinfo(FI_VERSION(1, 5), NULL, NULL, 0, hints, &info);
-    fi_freeinfo(hints);
-    if (0 != rc) {
-        USNIC_VERBOSE(5, "provider %s (threading %d): fi_getinfo: %s", prov, (int) threading,
-                      fi_strerror(-rc));
-        return NULL;
-    }
-    return info;
-}
-
-/*
- * Every libfabric call of this component is serialised: by the component
- * lock when MPI threads are in use, by the single thread otherwise.  So ask
- * for FI_THREAD_DOMAIN, which lets the provider drop its own locks (about a
- * tenth of the instructions of a small-message round trip with udp), and
- * take whatever the provider offers if it cannot.
- */
-static struct fi_info *query_provider_threading(const char *prov, enum fi_threading threading)
-{
-    struct fi_info *info = query_provider_caps(prov, threading, FI_MSG | FI_SOURCE);
-    return (NULL != info) ? info : query_provider_caps(prov, threading, FI_MSG);
-}
-
-/*
- * FI_SOURCE, where the provider has it, names the sender of every datagram
- * (btl_usnic_recv.c drops a datagram whose source is not its claimed
- * sender's modex address); the usnic provider puts the received headers in
- * the receive prefix instead.
- */
-static struct fi_info *query_provider(const char *prov)
-{
-    struct fi_info *info = query_provider_threading(prov, FI_THREAD_DOMAIN);
-    return (NULL != info) ? info : query_provider_threading(prov, FI_THREAD_UNSPEC);
-}
-
-/* Is this fi_info a device we should use?  Says why not at verbose level. */
-static bool usable(const struct fi_info *fi, const struct usnic_filters *flt, uint32_t *addr)
-{
-    const char *dev = fi->domain_attr->name;
-    const struct sockaddr_in *sin = fi->src_addr;
     char abuf[INET_ADDRSTRLEN] = "?";
     bool up = false;
     uint32_t plen, mtu, speed;
 
-    if (NULL == sin || FI_SOCKADDR_IN != fi->addr_format || AF_INET != sin->sin_family) {
-        USNIC_VERBOSE(20, "device %s: skipped, no IPv4 address", dev);
-        return false;
-    }
-    inet_ntop(AF_INET, &sin->sin_addr, abuf, sizeof(abuf));
-    if (0 == (fi->caps & FI_MSG) || FI_EP_DGRAM != fi->ep_attr->type) {
-        USNIC_VERBOSE(20, "device %s (%s): skipped, no FI_EP_DGRAM with FI_MSG", dev, abuf);
-        return false;
-    }
+    inet_ntop(AF_INET, &addr, abuf, sizeof(abuf));
     if (flt->n_include > 0) {
-        if (!usnic_if_filter_match(flt->include, flt->n_include, dev, sin->sin_addr.s_addr)) {
+        if (!usnic_if_filter_match(flt->include, flt->n_include, dev, addr)) {
             USNIC_VERBOSE(20, "device %s (%s): skipped, not in btl_usnic_if_include", dev, abuf);
             return false;
         }
     } else {
-        if (usnic_if_filter_match(flt->exclude, flt->n_exclude, dev, sin->sin_addr.s_addr)) {
+        if (usnic_if_filter_match(flt->exclude, flt->n_exclude, dev, addr)) {
             USNIC_VERBOSE(20, "device %s (%s): skipped, in btl_usnic_if_exclude", dev, abuf);
             return false;
         }
-        if ((ntohl(sin->sin_addr.s_addr) >> 24) == 127) {
+        if ((ntohl(addr) >> 24) == 127) {
             USNIC_VERBOSE(20,
                           "device %s (%s): skipped, loopback is used only when named in "
                           "btl_usnic_if_include",
@@ -178,139 +113,32 @@ static bool usable(const struct fi_info *fi, const struct usnic_filters *flt, ui
             return false;
         }
     }
-    if (0 != usnic_if_facts(dev, sin->sin_addr.s_addr, &up, &plen, &mtu, &speed) || !up) {
+    if (0 != usnic_if_facts(dev, addr, &up, &plen, &mtu, &speed) || !up) {
         USNIC_VERBOSE(20, "device %s (%s): skipped, interface is not up", dev, abuf);
         return false;
     }
-    *addr = sin->sin_addr.s_addr;
     return true;
 }
 
-static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usnic_channel_id id,
-                        uint32_t mtu, int tx_depth, int rx_depth)
+/* The largest datagram over plain UDP on an interface of this MTU: the
+ * MTU minus IP and UDP headers, at most 65507, at most
+ * btl_usnic_udp_datagram_size when that is positive. */
+uint32_t usnic_udp_datagram_size(uint32_t if_mtu)
 {
     const usnic_params_t *p = &mca_btl_usnic_component.params;
-    struct fi_cq_attr cq_attr = {0};
-    size_t alen = sizeof(chan->addr);
-    int rc;
+    uint32_t size = (if_mtu > 28) ? if_mtu - 28 : 0;
 
-    chan->id = id;
-    chan->mtu = mtu;
-    chan->prefix =
-        (module->info->mode & FI_MSG_PREFIX) ? module->info->ep_attr->msg_prefix_size : 0;
-    chan->tx_depth = tx_depth;
-    chan->tx_credits = tx_depth;
-    chan->inject_size = module->info->tx_attr->inject_size;
-    chan->rx_depth = rx_depth;
-
-    rc = fi_endpoint(module->domain, module->info, &chan->ep, NULL);
-    if (0 != rc) {
-        USNIC_VERBOSE(5, "%s: fi_endpoint: %s", module->ifname, fi_strerror(-rc));
-        return OPAL_ERROR;
+    if (size > 65507) {
+        size = 65507; /* the largest UDP payload over IPv4 */
     }
-    cq_attr.format = FI_CQ_FORMAT_MSG;
-    cq_attr.size = (size_t) (p->cq_num > 0 ? p->cq_num : tx_depth + rx_depth + 16);
-    cq_attr.wait_obj = FI_WAIT_NONE;
-    rc = fi_cq_open(module->domain, &cq_attr, &chan->cq, NULL);
-    if (0 == rc) {
-        rc = fi_ep_bind(chan->ep, &chan->cq->fid, FI_TRANSMIT | FI_RECV);
-    }
-    if (0 == rc) {
-        rc = fi_ep_bind(chan->ep, &module->av->fid, 0);
-    }
-    if (0 == rc) {
-        rc = fi_enable(chan->ep);
-    }
-    if (0 == rc) {
-        rc = fi_getname(&chan->ep->fid, &chan->addr, &alen);
-    }
-    if (0 != rc) {
-        USNIC_VERBOSE(5, "%s: channel %d setup: %s", module->ifname, id, fi_strerror(-rc));
-        return OPAL_ERROR;
-    }
-    chan->rcvbuf = 0;
-    chan->sock_fd = -1;
-    if (module->is_udp) {
-        int rcv = 0, snd = 0;
-        chan->sock_fd = usnic_udp_tune_socket(&chan->addr, p->udp_sockbuf, &rcv, &snd);
-        if (chan->sock_fd >= 0) {
-            chan->rcvbuf = rcv;
-            USNIC_VERBOSE(20, "%s: channel %d socket buffers: receive %d, send %d bytes",
-                          module->ifname, id, rcv, snd);
-        } else {
-            USNIC_VERBOSE(20, "%s: channel %d: UDP socket not found, buffers left as they are",
-                          module->ifname, id);
-        }
-    }
-    return OPAL_SUCCESS;
-}
-
-static void channel_close(usnic_channel_t *chan)
-{
-    if (NULL != chan->ep) {
-        fi_close(&chan->ep->fid);
-        chan->ep = NULL;
-    }
-    if (NULL != chan->cq) {
-        fi_close(&chan->cq->fid);
-        chan->cq = NULL;
-    }
-}
-
-static void module_release_resources(usnic_module_t *module)
-{
-    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
-        channel_close(&module->chan[c]);
-    }
-    if (NULL != module->av) {
-        fi_close(&module->av->fid);
-    }
-    if (NULL != module->domain) {
-        fi_close(&module->domain->fid);
-    }
-    if (NULL != module->fabric) {
-        fi_close(&module->fabric->fid);
-    }
-    if (NULL != module->info) {
-        fi_freeinfo(module->info);
-    }
-    module->av = NULL;
-    module->domain = NULL;
-    module->fabric = NULL;
-    module->info = NULL;
-}
-
-/*
- * The largest datagram of the data channel: what the provider advertises,
- * bounded by the interface MTU.  The udp provider is plain UDP sockets, so
- * there the interface MTU is the real limit (9000 with jumbo frames, 65536
- * on loopback); a self-test at startup proves it (datagram_self_test).
- */
-static uint32_t choose_datagram_size(usnic_module_t *module, uint32_t advertised, uint32_t if_mtu)
-{
-    const usnic_params_t *p = &mca_btl_usnic_component.params;
-    uint32_t size = advertised;
-
-    module->advertised_mtu = advertised;
-    if (module->is_udp && p->udp_datagram_size >= 0 && if_mtu > 28) {
-        size = if_mtu - 28;
-        if (size > 65507) {
-            size = 65507; /* the largest UDP payload over IPv4 */
-        }
-        if (p->udp_datagram_size > 0 && size > (uint32_t) p->udp_datagram_size) {
-            size = (uint32_t) p->udp_datagram_size;
-        }
-        if (size < advertised) {
-            size = advertised;
-        }
-    } else if (if_mtu > 28 && size > if_mtu - 28) {
-        size = if_mtu - 28;
+    if (p->udp_datagram_size > 0 && size > (uint32_t) p->udp_datagram_size) {
+        size = (uint32_t) p->udp_datagram_size;
     }
     return size;
 }
 
 /* Sizes that follow from the data channel MTU and the PML limits. */
-static void module_set_sizes(usnic_module_t *module, uint32_t data_mtu)
+void usnic_module_set_sizes(usnic_module_t *module, uint32_t data_mtu)
 {
     const usnic_params_t *p = &mca_btl_usnic_component.params;
     mca_btl_base_module_t *b = &module->super;
@@ -322,6 +150,11 @@ static void module_set_sizes(usnic_module_t *module, uint32_t data_mtu)
     }
     module->chan[USNIC_CHAN_DATA].mtu = data_mtu;
     module->chan[USNIC_CHAN_PRIO].mtu = prio_mtu;
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        if (module->chan[c].rx_buf < module->chan[c].mtu) {
+            module->chan[c].rx_buf = module->chan[c].mtu;
+        }
+    }
 
     m = b->btl_max_send_size;
     if (b->btl_eager_limit > m) {
@@ -331,53 +164,93 @@ static void module_set_sizes(usnic_module_t *module, uint32_t data_mtu)
         m = b->btl_rndv_eager_limit;
     }
     module->max_msg_len = m + USNIC_PML_HDR_MAX;
+    if (p->send_window > 0) {
+        module->send_window = (uint32_t) p->send_window;
+    } else {
+        /* enough datagrams for what may be in flight, so small datagrams
+         * (MTU 1500) fill the path as large ones do */
+        uint64_t bytes = (p->max_inflight > 0) ? (uint64_t) p->max_inflight : 1024 * 1024;
+        uint32_t w = 64;
+        while ((uint64_t) w * data_mtu < bytes && w < (uint32_t) p->recv_window / 2) {
+            w *= 2;
+        }
+        module->send_window = w;
+    }
+    if (0 == module->seg_max) {
+        /* about 64 MiB of send segments per module, whatever their size */
+        module->seg_max = p->seg_num;
+        if ((uint64_t) module->seg_max * data_mtu > USNIC_TX_BYTES_MAX) {
+            module->seg_max = (int) (USNIC_TX_BYTES_MAX / data_mtu);
+            if (module->seg_max < 256) {
+                module->seg_max = 256;
+            }
+        }
+    }
 }
 
 /* Receive buffers to post on the data channel (btl_usnic_rd_num; 0 = auto).
- * Over the udp provider, posted buffers only receive what the kernel socket
+ * Over sockets (few), posted buffers only receive what the kernel socket
  * buffer already holds, so a few suffice; a set that fits in the cache
  * saves the kernel's copy and ours a trip to memory.  A NIC provider drops
- * whatever finds no buffer posted, so it gets many. */
-static int usnic_data_rd_num(int param, bool is_udp, uint32_t data_mtu)
+ * whatever finds no buffer posted, so it gets many.  At most about 16 MiB
+ * of buffers. */
+int usnic_module_rd_num(const usnic_module_t *module, bool few)
 {
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    uint32_t size = module->chan[USNIC_CHAN_DATA].rx_buf;
     uint32_t n;
 
-    if (param > 0) {
-        return param;
+    if (p->rd_num > 0) {
+        n = (uint32_t) p->rd_num;
+    } else if (!few) {
+        n = 512;
+    } else {
+        n = USNIC_UDP_RX_HOT_BYTES / size;
+        n = n < 8 ? 8 : n > 512 ? 512 : n;
     }
-    if (!is_udp) {
-        return 512;
+    if ((uint64_t) n * size > USNIC_RX_BYTES_MAX) {
+        n = USNIC_RX_BYTES_MAX / size;
+        if (n < 64) {
+            n = 64;
+        }
     }
-    n = USNIC_UDP_RX_HOT_BYTES / data_mtu;
-    return n < 8 ? 8 : n > 512 ? 512 : (int) n;
+    return (int) n;
 }
 
-static usnic_module_t *module_create(struct fi_info *fi, uint32_t addr, int index)
+/* A new module for a device: identity, addresses, no channels yet. */
+usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *addr,
+                                 const char *prov_name, const usnic_backend_t *backend)
 {
     const usnic_params_t *p = &mca_btl_usnic_component.params;
     usnic_module_t *module;
-    struct fi_av_attr av_attr = {0};
     bool up;
-    uint32_t if_mtu = 0;
-    uint32_t data_mtu;
-    int rd_num;
-    int rc;
+    int index = mca_btl_usnic_component.num_modules;
 
+    if (index >= USNIC_MAX_MODULES) {
+        return NULL;
+    }
     module = calloc(1, sizeof(*module));
     if (NULL == module) {
         return NULL;
     }
     *module = usnic_module_template;
+    module->backend = backend;
     module->index = index;
     module->module_id = ((uint32_t) OPAL_PROC_MY_NAME.vpid << 8) | (uint32_t) index;
-    snprintf(module->ifname, sizeof(module->ifname), "%s", fi->domain_attr->name);
-    snprintf(module->prov_name, sizeof(module->prov_name), "%s", fi->fabric_attr->prov_name);
-    module->if_addr = *(const struct sockaddr_in *) fi->src_addr;
-    usnic_if_facts(module->ifname, addr, &up, &module->if_prefixlen, &if_mtu, &module->link_mbps);
+    snprintf(module->ifname, sizeof(module->ifname), "%s", ifname);
+    snprintf(module->prov_name, sizeof(module->prov_name), "%s", prov_name);
+    module->if_addr = *addr;
+    usnic_if_facts(module->ifname, addr->sin_addr.s_addr, &up, &module->if_prefixlen,
+                   &module->if_mtu, &module->link_mbps);
     if (0 == module->link_mbps || module->link_mbps > 400000) {
         module->link_mbps = 0;
     } else {
         module->super.btl_bandwidth = module->link_mbps;
+    }
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        module->chan[c].id = (enum usnic_channel_id) c;
+        module->chan[c].fd = -1;
+        module->chan[c].sock_fd = -1;
     }
     /* our identity and MAC secret: from the kernel's CSPRNG, never derived
      * from anything an outsider can know (job id, pid, host, time) */
@@ -391,145 +264,11 @@ static usnic_module_t *module_create(struct fi_info *fi, uint32_t addr, int inde
         }
     } while (0 == module->key);
     usnic_sip_key_load(&module->mac_key, module->secret);
-
-    module->info = fi_dupinfo(fi);
-    if (NULL == module->info) {
-        goto err_free;
-    }
-    module->is_udp = (0 == strcmp(module->prov_name, "udp"));
-    if (0 == strcmp(module->prov_name, "usnic") && (module->info->mode & FI_MSG_PREFIX) &&
-        module->info->ep_attr->msg_prefix_size >= 14 + 20 + 8) {
-        module->src_check = USNIC_SRC_PREFIX;
-    } else if (module->info->caps & FI_SOURCE) {
-        module->src_check = USNIC_SRC_FI;
-    } else {
-        module->src_check = USNIC_SRC_NONE;
-        USNIC_VERBOSE(5,
-                      "%s: provider %s cannot tell datagram sources: only keys and the MAC "
-                      "identify senders",
-                      module->ifname, module->prov_name);
-    }
     module->stream_copy_min = (uint64_t) p->stream_copy_min;
-    data_mtu = choose_datagram_size(module, (uint32_t) fi->ep_attr->max_msg_size, if_mtu);
-    if (data_mtu < USNIC_HDR_LEN_MAX + 64) {
-        USNIC_VERBOSE(20, "%s: skipped, datagrams of %u bytes are too small", module->ifname,
-                      data_mtu);
-        goto err_free;
-    }
-    module_set_sizes(module, data_mtu);
-
-    rc = fi_fabric(module->info->fabric_attr, &module->fabric, NULL);
-    if (0 == rc) {
-        rc = fi_domain(module->fabric, module->info, &module->domain, NULL);
-    }
-    if (0 == rc) {
-        av_attr.type = FI_AV_MAP;
-        rc = fi_av_open(module->domain, &av_attr, &module->av, NULL);
-    }
-    if (0 != rc) {
-        USNIC_VERBOSE(5, "%s: fabric/domain/AV setup: %s", module->ifname, fi_strerror(-rc));
-        goto err_release;
-    }
-    module->zero_copy = module->info->tx_attr->iov_limit >= 2;
-    /* memory bounds: about 16 MiB of receive buffers and 64 MiB of send
-     * segments per module, whatever the datagram size */
-    rd_num = usnic_data_rd_num(p->rd_num, module->is_udp, data_mtu);
-    if ((uint64_t) rd_num * data_mtu > USNIC_RX_BYTES_MAX) {
-        rd_num = (int) (USNIC_RX_BYTES_MAX / data_mtu);
-        if (rd_num < 64) {
-            rd_num = 64;
-        }
-    }
-    if (OPAL_SUCCESS != usnic_check_rx_limits(module->prov_name, module->ifname,
-                                              module->info->rx_attr->size, rd_num)) {
-        mca_btl_usnic_component.param_error = true; /* reported: not a missing device */
-        goto err_release;
-    }
-    module->seg_max = p->seg_num;
-    if ((uint64_t) module->seg_max * data_mtu > USNIC_TX_BYTES_MAX) {
-        module->seg_max = (int) (USNIC_TX_BYTES_MAX / data_mtu);
-        if (module->seg_max < 256) {
-            module->seg_max = 256;
-        }
-    }
-    if (OPAL_SUCCESS != channel_open(module, &module->chan[USNIC_CHAN_PRIO], USNIC_CHAN_PRIO,
-                                     module->chan[USNIC_CHAN_PRIO].mtu, p->prio_sd_num,
-                                     p->prio_rd_num) ||
-        OPAL_SUCCESS != channel_open(module, &module->chan[USNIC_CHAN_DATA], USNIC_CHAN_DATA,
-                                     module->chan[USNIC_CHAN_DATA].mtu, p->sd_num, rd_num)) {
-        goto err_release;
-    }
     return module;
-
-err_release:
-    module_release_resources(module);
-err_free:
-    if (NULL != module->info) {
-        fi_freeinfo(module->info);
-    }
-    free(module);
-    return NULL;
 }
 
 #define USNIC_SELF_TEST_TRIES 3
-
-/*
- * Send one datagram of `size` bytes from the data channel to itself and wait
- * (up to 200 ms) for it to arrive whole.  Runs before any peer exists, so
- * every completion seen here is the test's own.
- */
-static bool datagram_self_test(usnic_module_t *module, uint32_t size)
-{
-    usnic_channel_t *chan = &module->chan[USNIC_CHAN_DATA];
-    uint64_t deadline = usnic_now_us() + 200000;
-    bool sent = false, arrived = false;
-    fi_addr_t self;
-    usnic_seg_t *seg;
-    ssize_t rc;
-
-    if (1 != fi_av_insert(module->av, &chan->addr, 1, &self, 0, NULL)) {
-        return false;
-    }
-    seg = usnic_seg_alloc(module, USNIC_SEG_SEND);
-    if (NULL == seg) {
-        fi_av_remove(module->av, &self, 1, 0);
-        return false;
-    }
-    seg->refs = 1;
-    memset(seg->buf, 0x5a, size);
-    seg->buf[0] = 0; /* not a valid protocol version: never mistaken for traffic */
-    rc = fi_send(chan->ep, seg->buf - chan->prefix, chan->prefix + size, NULL, self, &seg->fictx);
-    while (0 == rc && (!sent || !arrived) && usnic_now_us() < deadline) {
-        struct fi_cq_msg_entry ent;
-        usnic_seg_t *s;
-        if (1 != fi_cq_read(chan->cq, &ent, 1)) {
-            if (-FI_EAVAIL == fi_cq_read(chan->cq, &ent, 1)) {
-                struct fi_cq_err_entry err = {0};
-                (void) fi_cq_readerr(chan->cq, &err, 0);
-                if (NULL != err.op_context && err.op_context != &seg->fictx) {
-                    s = (usnic_seg_t *) ((char *) err.op_context - offsetof(usnic_seg_t, fictx));
-                    usnic_repost_recv(module, chan, s);
-                } else {
-                    sent = true;
-                }
-            }
-            continue;
-        }
-        if (ent.op_context == &seg->fictx) {
-            sent = true;
-            continue;
-        }
-        s = (usnic_seg_t *) ((char *) ent.op_context - offsetof(usnic_seg_t, fictx));
-        if (ent.len == chan->prefix + size && 0 == s->buf[0] && 0x5a == s->buf[size - 1] &&
-            0x5a == s->buf[size / 2]) {
-            arrived = true;
-        }
-        usnic_repost_recv(module, chan, s);
-    }
-    usnic_seg_put(seg);
-    fi_av_remove(module->av, &self, 1, 0);
-    return arrived;
-}
 
 /* Free lists, tables, timers and posted receives of a new module. */
 static int module_init_state(usnic_module_t *module)
@@ -569,12 +308,12 @@ static int module_init_state(usnic_module_t *module)
         }
     }
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
-        rc = usnic_post_recvs(module, &module->chan[c]);
+        rc = module->backend->post_recvs(module, &module->chan[c]);
         if (OPAL_SUCCESS != rc) {
             return rc;
         }
         USNIC_VERBOSE(20, "%s: channel %d: %d receive buffers of %u bytes posted", module->ifname,
-                      c, module->chan[c].rx_depth, (unsigned) module->chan[c].mtu);
+                      c, module->chan[c].rx_depth, (unsigned) module->chan[c].rx_buf);
     }
     if (module->chan[USNIC_CHAN_DATA].mtu > module->advertised_mtu) {
         uint32_t size = module->chan[USNIC_CHAN_DATA].mtu;
@@ -582,7 +321,7 @@ static int module_init_state(usnic_module_t *module)
         bool ok = false;
         /* a datagram can be lost by chance: only several losses in a row count */
         while (!ok && tries++ < USNIC_SELF_TEST_TRIES) {
-            ok = datagram_self_test(module, size);
+            ok = module->backend->self_test(module, size);
         }
         if (ok) {
             USNIC_VERBOSE(10, "%s: self-test datagram of %u bytes arrived: using %u-byte datagrams",
@@ -593,71 +332,74 @@ static int module_init_state(usnic_module_t *module)
             opal_show_help("help-mpi-btl-usnic.txt", "datagram self-test failed", true,
                            opal_process_info.nodename, buf, module->ifname, USNIC_SELF_TEST_TRIES,
                            module->advertised_mtu);
-            module_set_sizes(module, module->advertised_mtu);
+            usnic_module_set_sizes(module, module->advertised_mtu);
         }
     }
     return OPAL_SUCCESS;
 }
 
-static int discover(const char *prov, const struct usnic_filters *flt, int max)
+usnic_module_t *usnic_module_commit(usnic_module_t *module)
 {
     usnic_component_t *c = &mca_btl_usnic_component;
-    struct fi_info *infos = query_provider(prov), *fi;
-    char **seen = NULL;
-    int found = 0;
+    char abuf[INET_ADDRSTRLEN];
 
-    if (NULL == infos) {
-        USNIC_VERBOSE(10, "provider %s: no devices", prov);
+    if (OPAL_SUCCESS != module_init_state(module)) {
+        USNIC_VERBOSE(5, "%s: could not allocate module state", module->ifname);
+        module->backend->release(module);
+        free(module);
+        return NULL;
+    }
+    c->modules[c->num_modules++] = module;
+    inet_ntop(AF_INET, &module->if_addr.sin_addr, abuf, sizeof(abuf));
+    USNIC_VERBOSE(5,
+                  "using provider %s device %s (%s/%u): datagram %u bytes (priority %u), "
+                  "ports %u/%u, link %u Mb/s, %s backend%s",
+                  module->prov_name, module->ifname, abuf, module->if_prefixlen,
+                  module->chan[USNIC_CHAN_DATA].mtu, module->chan[USNIC_CHAN_PRIO].mtu,
+                  ntohs(module->chan[USNIC_CHAN_PRIO].addr.sin_port),
+                  ntohs(module->chan[USNIC_CHAN_DATA].addr.sin_port), module->link_mbps,
+                  module->backend->name,
+                  module->chan[USNIC_CHAN_DATA].gso
+                      ? (module->chan[USNIC_CHAN_DATA].gro ? " (UDP_SEGMENT trains, UDP_GRO)"
+                                                           : " (UDP_SEGMENT trains)")
+                      : (module->chan[USNIC_CHAN_DATA].gro ? " (UDP_GRO)" : ""));
+    return module;
+}
+
+/*
+ * Does this host have a usNIC device?  The usnic provider serves Cisco VIC
+ * interfaces through the usnic_verbs kernel module, which lists them under
+ * /sys/class/infiniband as usnic_<n>.  Looking there costs a directory
+ * read; asking libfabric first initialises every provider it has (0.4 s).
+ */
+static bool usnic_hw_present(void)
+{
+    DIR *d = opendir("/sys/class/infiniband");
+    struct dirent *e;
+    bool found = false;
+
+    if (NULL == d) {
+        return false;
+    }
+    while (!found && NULL != (e = readdir(d))) {
+        found = (0 == strncmp(e->d_name, "usnic_", 6));
+    }
+    closedir(d);
+    return found;
+}
+
+/* Try one entry of btl_usnic_providers: "kernel" is our own UDP backend,
+ * anything else a libfabric provider.  Returns the modules it made. */
+static int discover(const char *prov, const struct usnic_filters *flt, int max)
+{
+    if (0 == strcmp(prov, "kernel")) {
+        return usnic_backend_kern.discover(prov, flt, max);
+    }
+    if (0 == strcmp(prov, "usnic") && !usnic_hw_present()) {
+        USNIC_VERBOSE(10, "provider usnic: no usNIC device in /sys/class/infiniband, not asked");
         return 0;
     }
-    for (fi = infos; NULL != fi && (0 == max || found < max); fi = fi->next) {
-        usnic_module_t *module;
-        uint32_t addr;
-
-        if (NULL == fi->domain_attr || NULL == fi->domain_attr->name) {
-            continue;
-        }
-        /* one module per device: the provider lists a device once per address */
-        if (NULL != seen && opal_argv_count(seen) > 0) {
-            bool dup = false;
-            for (int i = 0; NULL != seen[i]; i++) {
-                dup = dup || (0 == strcmp(seen[i], fi->domain_attr->name));
-            }
-            if (dup) {
-                continue;
-            }
-        }
-        if (!usable(fi, flt, &addr)) {
-            continue;
-        }
-        opal_argv_append_nosize(&seen, fi->domain_attr->name);
-        module = module_create(fi, addr, c->num_modules);
-        if (NULL == module) {
-            continue;
-        }
-        if (OPAL_SUCCESS != module_init_state(module)) {
-            USNIC_VERBOSE(5, "%s: could not allocate module state", module->ifname);
-            module_release_resources(module);
-            free(module);
-            continue;
-        }
-        c->modules[c->num_modules++] = module;
-        found++;
-        {
-            char abuf[INET_ADDRSTRLEN];
-            inet_ntop(AF_INET, &module->if_addr.sin_addr, abuf, sizeof(abuf));
-            USNIC_VERBOSE(5,
-                          "using provider %s device %s (%s/%u): datagram %u bytes (priority %u), "
-                          "ports %u/%u, link %u Mb/s",
-                          prov, module->ifname, abuf, module->if_prefixlen,
-                          module->chan[USNIC_CHAN_DATA].mtu, module->chan[USNIC_CHAN_PRIO].mtu,
-                          ntohs(module->chan[USNIC_CHAN_PRIO].addr.sin_port),
-                          ntohs(module->chan[USNIC_CHAN_DATA].addr.sin_port), module->link_mbps);
-        }
-    }
-    opal_argv_free(seen);
-    fi_freeinfo(infos);
-    return found;
+    return usnic_backend_ofi.discover(prov, flt, max);
 }
 
 static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_progress_threads,
@@ -708,6 +450,8 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         int max = p->max_btls > 0 ? p->max_btls : USNIC_MAX_MODULES;
         if (discover(provs[i], &flt, max) > 0) {
             c->chosen_provider = strdup(provs[i]);
+            USNIC_VERBOSE(5, "%s: the first of btl_usnic_providers (%s) with a usable device",
+                          provs[i], p->providers);
             break;
         }
         USNIC_VERBOSE(5, "provider %s: no usable device, trying the next provider", provs[i]);
@@ -757,7 +501,7 @@ void usnic_module_teardown(usnic_module_t *module)
     }
     while (NULL != opal_list_remove_first(&module->ack_eps)) {
     }
-    module_release_resources(module);
+    module->backend->release(module);
     usnic_frag_lists_fini(module);
     free(module->fault.held_buf);
     usnic_parked_fini(module);
@@ -773,79 +517,6 @@ void usnic_module_teardown(usnic_module_t *module)
 /* ---------------------------------------------------------------------- */
 /* progress */
 
-/* USNIC_SRC_PREFIX: the source of a datagram from the Ethernet, IPv4 and
- * UDP headers the provider put in its receive prefix (checked, never
- * trusted: anything else leaves an address no peer has). */
-static void source_from_prefix(usnic_module_t *module, const usnic_channel_t *chan,
-                               const uint8_t *buf)
-{
-    const size_t eth = 14, ip = 20, udp = 8;
-
-    module->rx_from.ip = 0;
-    module->rx_from.port = 0;
-    if (chan->prefix >= eth + ip + udp) {
-        /* the headers end where the datagram starts */
-        const uint8_t *e = buf - (eth + ip + udp);
-        if (0x08 == e[12] && 0x00 == e[13] && 0x45 == e[eth] && 17 == e[eth + 9]) {
-            memcpy(&module->rx_from.ip, e + eth + 12, 4);
-            memcpy(&module->rx_from.port, e + eth + ip, 2);
-        }
-    }
-}
-
-static int poll_channel(usnic_module_t *module, usnic_channel_t *chan)
-{
-    struct fi_cq_msg_entry ent[16];
-    fi_addr_t src[16];
-    ssize_t n;
-    int count = 0;
-
-    if (USNIC_SRC_FI == module->src_check) {
-        n = fi_cq_readfrom(chan->cq, ent, 16, src);
-    } else {
-        n = fi_cq_read(chan->cq, ent, 16);
-    }
-    if (n > 0) {
-        for (ssize_t i = 0; i < n; i++) {
-            usnic_seg_t *seg =
-                (usnic_seg_t *) ((char *) ent[i].op_context - offsetof(usnic_seg_t, fictx));
-            if (USNIC_SEG_RECV == seg->kind) {
-                size_t len = ent[i].len >= chan->prefix ? ent[i].len - chan->prefix : 0;
-                if (USNIC_SRC_FI == module->src_check) {
-                    module->rx_from.fi = src[i];
-                } else if (USNIC_SRC_PREFIX == module->src_check) {
-                    source_from_prefix(module, chan, seg->buf);
-                }
-                usnic_handle_recv(module, chan, seg, len);
-            } else {
-                chan->tx_credits++;
-                usnic_seg_put(seg);
-            }
-        }
-        count = (int) n;
-    } else if (-FI_EAVAIL == n) {
-        struct fi_cq_err_entry err = {0};
-        if (fi_cq_readerr(chan->cq, &err, 0) > 0 && NULL != err.op_context) {
-            usnic_seg_t *seg =
-                (usnic_seg_t *) ((char *) err.op_context - offsetof(usnic_seg_t, fictx));
-            USNIC_VERBOSE(20, "%s: completion error: %s", module->ifname, fi_strerror(err.err));
-            if (USNIC_SEG_RECV == seg->kind) {
-                /* e.g. a datagram longer than the buffer: an arrival that failed */
-                module->stats.rx_pkts++;
-                module->stats.drops[USNIC_DROP_RX_ERROR]++;
-                module->stats.bad_pkts++;
-                usnic_repost_recv(module, chan, seg);
-            } else {
-                module->stats.tx_errors++;
-                chan->tx_credits++;
-                usnic_seg_put(seg);
-            }
-        }
-        count = 1;
-    }
-    return count;
-}
-
 static int module_progress(usnic_module_t *module)
 {
     uint64_t now = usnic_now_us();
@@ -853,7 +524,7 @@ static int module_progress(usnic_module_t *module)
 
     module->now_us = now;
     module->in_progress = true;
-    count = poll_channel(module, &module->chan[USNIC_CHAN_PRIO]);
+    count = module->backend->poll(module, &module->chan[USNIC_CHAN_PRIO]);
     /* Polling a udp-provider channel costs a system call even when nothing
      * arrived.  While the data channel has been idle for a while, poll it
      * on every fourth call only: small messages and ACKs use the priority
@@ -863,7 +534,7 @@ static int module_progress(usnic_module_t *module)
      * 1472-byte datagrams, probably by delaying ob1's control messages;
      * reading a busy data channel several times per call cost 10%.) */
     if (module->data_idle < USNIC_DATA_IDLE_POLLS || 0 == (module->data_idle & 3)) {
-        int n = poll_channel(module, &module->chan[USNIC_CHAN_DATA]);
+        int n = module->backend->poll(module, &module->chan[USNIC_CHAN_DATA]);
         module->data_idle = (0 == n) ? module->data_idle + 1 : 0;
         count += n;
     } else {

@@ -7,6 +7,7 @@
 
 #include "opal/util/show_help.h"
 
+#include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_send.h"
@@ -251,9 +252,7 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
 {
     const usnic_params_t *p = &mca_btl_usnic_component.params;
     mca_btl_base_endpoint_t *ep = NULL;
-    struct sockaddr_in sin;
     uint32_t tx_isn, rx_isn;
-    int rc;
 
     if (OPAL_SUCCESS ==
         opal_hash_table_get_value_uint64(&module->senders, rec->key, (void **) &ep)) {
@@ -293,19 +292,17 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
     }
 
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
-        memset(&sin, 0, sizeof(sin));
-        sin.sin_family = AF_INET;
-        sin.sin_addr.s_addr = rec->ipv4;
-        sin.sin_port = rec->port[c];
-        rc = fi_av_insert(module->av, &sin, 1, &ep->addr[c], 0, NULL);
-        if (1 != rc) {
-            USNIC_VERBOSE(5, "%s: fi_av_insert failed: %d", module->ifname, rc);
-            OBJ_RELEASE(ep);
-            return NULL;
-        }
+        memset(&ep->sin[c], 0, sizeof(ep->sin[c]));
+        ep->sin[c].sin_family = AF_INET;
+        ep->sin[c].sin_addr.s_addr = rec->ipv4;
+        ep->sin[c].sin_port = rec->port[c];
+    }
+    if (OPAL_SUCCESS != module->backend->peer_add(module, ep)) {
+        OBJ_RELEASE(ep);
+        return NULL;
     }
 
-    if (0 != usnic_rel_init(&ep->rel, &endpoint_rel_ops, ep, (uint32_t) p->send_window,
+    if (0 != usnic_rel_init(&ep->rel, &endpoint_rel_ops, ep, module->send_window,
                             (uint32_t) p->recv_window, tx_isn, rx_isn,
                             (uint32_t) p->fast_retrans_dups, &module->rel_timing) ||
         0 != usnic_reasm_table_init(&ep->reasm,

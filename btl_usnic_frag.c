@@ -73,7 +73,7 @@ int usnic_frag_lists_init(usnic_module_t *module)
     }
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         usnic_channel_t *chan = &module->chan[c];
-        rc = seg_list_init(module, &chan->rx_segs, 2 + c, USNIC_SEG_RECV, c, chan->mtu,
+        rc = seg_list_init(module, &chan->rx_segs, 2 + c, USNIC_SEG_RECV, c, chan->rx_buf,
                            chan->rx_depth, chan->rx_depth + 1);
         if (OPAL_SUCCESS != rc) {
             return rc;

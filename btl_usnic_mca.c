@@ -379,9 +379,12 @@ static void check_if_list(usnic_report_t *r, const char *name, const char *value
     }
 
 static const usnic_tunable_t usnic_tunables[] = {
-    TUNE_STR("providers", providers, OPAL_INFO_LVL_4, "usnic,udp", check_providers,
-             "Comma-separated libfabric providers to try, in order; the first that yields a "
-             "usable device is used for the whole job"),
+    TUNE_STR("providers", providers, OPAL_INFO_LVL_4, "usnic,kernel,udp", check_providers,
+             "Comma-separated datagram backends to try, in order; the first that yields a "
+             "usable device is used for the whole job: \"kernel\" is this component's own "
+             "UDP sockets (batched receives, UDP_GRO, UDP_SEGMENT trains), any other name a "
+             "libfabric provider (usnic: Cisco VIC hardware, looked for in sysfs before "
+             "libfabric is asked; udp: libfabric over plain sockets)"),
     TUNE_STR("if_include", if_include, OPAL_INFO_LVL_1, "", check_if_list,
              "Comma-separated interface names or IPv4 CIDRs (e.g. eth0,10.1.0.0/16) to use; "
              "loopback is used only when named here. Mutually exclusive with "
@@ -413,9 +416,12 @@ static const usnic_tunable_t usnic_tunables[] = {
                USNIC_UDP_PAYLOAD_MAX,
                "Largest PML fragment (bytes) sent on the low-latency priority channel (its "
                "datagrams must also hold an ACK with its selective-ACK bitmap)"),
-    TUNE_RANGE("send_window", send_window, OPAL_INFO_LVL_5, 64, 1, USNIC_COUNT_MAX,
-               "Segments that may be unacknowledged per peer before the sender waits (rounded "
-               "up to a power of two)"),
+    TUNE_RANGE_OR("send_window", send_window, OPAL_INFO_LVL_5, 0, "0 (automatic)", 0, 0, 1,
+                  USNIC_COUNT_MAX,
+                  "Segments that may be unacknowledged per peer before the sender waits (rounded "
+                  "up to a power of two); 0 = automatic: enough data-channel datagrams for "
+                  "btl_usnic_max_inflight bytes (1 MiB: 64 datagrams of 64 KiB on loopback, "
+                  "1024 of 1472 bytes at MTU 1500), at least 64, at most btl_usnic_recv_window"),
     TUNE_RANGE("recv_window", recv_window, OPAL_INFO_LVL_6, 4096, 1, USNIC_COUNT_MAX,
                "Receive window per peer in segments (rounded up to a power of two; must be at "
                "least the peers' send window)"),
@@ -432,6 +438,11 @@ static const usnic_tunable_t usnic_tunables[] = {
                "Largest retransmission timeout (microseconds): the timeout doubles after each "
                "expiry without an ACK (a peer busy outside MPI gets a few probes, not a storm) "
                "up to this"),
+    TUNE_ONOFF("gso", gso, OPAL_INFO_LVL_5, 1,
+               "kernel backend: send the chunks of a fragment as UDP_SEGMENT trains (one system "
+               "call for up to 64 datagrams) and receive with UDP_GRO (1 = on, 0 = one system "
+               "call per datagram); where the kernel refuses UDP_SEGMENT the trains are sent "
+               "datagram by datagram"),
     TUNE_ONOFF("tlp", tlp, OPAL_INFO_LVL_5, 1,
                "Tail-loss probes (1 = on, 0 = off): when no ACK came two round trips after the "
                "last segment sent to a peer, resend that segment and ask for an immediate ACK, "
@@ -466,11 +477,12 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "half the peer's socket buffer, which always applies); 0 = no limit but that.  "
                   "Less data in flight keeps the receiver's queue in its CPU cache: 1 MiB made 1 "
                   "MiB transfers over loopback 12% faster than 2 MiB"),
-    TUNE_RANGE_OR("udp_sockbuf", udp_sockbuf, OPAL_INFO_LVL_5, 4 * 1024 * 1024,
-                  "0 (the system default)", 0, 0, 1, USNIC_SOCKBUF_MAX,
-                  "udp provider only: bytes of kernel send and receive buffer to request for each "
-                  "socket (larger buffers absorb bursts without loss; 0 = keep the system "
-                  "default)"),
+    TUNE_RANGE_OR(
+        "udp_sockbuf", udp_sockbuf, OPAL_INFO_LVL_5, 4 * 1024 * 1024, "0 (the system default)", 0,
+        0, 1, USNIC_SOCKBUF_MAX,
+        "udp provider and kernel backend: bytes of kernel send and receive buffer to request for each "
+        "socket (larger buffers absorb bursts without loss; 0 = keep the system "
+        "default)"),
     TUNE_RANGE_OR("udp_datagram_size", udp_datagram_size, OPAL_INFO_LVL_4, 0,
                   "-1 (the provider's size), 0 (the interface MTU)", -1, 0, 512,
                   USNIC_UDP_PAYLOAD_MAX,
@@ -510,6 +522,9 @@ static const usnic_tunable_t usnic_tunables[] = {
     TUNE_RATE("debug_corrupt_rate", debug_corrupt_rate,
               "Debug: fraction of sent datagrams whose bytes are altered after the checksum and "
               "MAC were computed (tests the receiver's checks)"),
+    TUNE_ONOFF("debug_gso_refused", debug_gso_refused, OPAL_INFO_LVL_9, 0,
+               "Debug: act as if the kernel refused UDP_SEGMENT (EIO) at the first train, "
+               "to exercise the fall back to datagram-by-datagram sends"),
     TUNE_RANGE("debug_seed", debug_seed, OPAL_INFO_LVL_9, 1, INT_MIN, INT_MAX,
                "Debug: seed of the fault-injection random generator"),
     /* stored in an int: 0 .. 2^31-1 can be given, so the 2^31 boundary of
@@ -668,15 +683,15 @@ static void check_providers(usnic_report_t *r, const char *name, const char *val
 
     if (is_blank(s)) {
         report_bad(r, name, g, "(empty)",
-                   "no provider named; give at least one libfabric provider, e.g. usnic,udp");
+                   "no backend named; give at least one, e.g. usnic,kernel,udp");
         return;
     }
     for (const char *c = s;; c++) {
         if (',' == *c || '\0' == *c) {
             if (c == s || ',' == c[-1]) {
                 report_bad(r, name, g, s,
-                           "entry %d is empty; give comma-separated libfabric provider names, "
-                           "e.g. usnic,udp",
+                           "entry %d is empty; give comma-separated backend names, "
+                           "e.g. usnic,kernel,udp",
                            entry);
                 return;
             }
@@ -686,8 +701,8 @@ static void check_providers(usnic_report_t *r, const char *name, const char *val
             entry++;
         } else if (isspace((unsigned char) *c)) {
             report_bad(r, name, g, s,
-                       "provider names contain no blanks; give comma-separated libfabric "
-                       "provider names without blanks, e.g. usnic,udp");
+                       "backend names contain no blanks; give comma-separated backend "
+                       "names without blanks, e.g. usnic,kernel,udp");
             return;
         }
     }
@@ -887,7 +902,7 @@ int usnic_check_params(void)
                             "it must be at least btl_usnic_retrans_timeout_min (%d)",
                             p->retrans_timeout_min);
         }
-        if (p->recv_window < p->send_window) {
+        if (p->send_window > 0 && p->recv_window < p->send_window) {
             if (given_by_user("recv_window") || !given_by_user("send_window")) {
                 report_relation(&r, "recv_window", p->recv_window,
                                 "the receive window must be at least the send window "

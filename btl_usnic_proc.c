@@ -39,7 +39,7 @@ void usnic_modex_fill(usnic_module_t *module, struct usnic_modex_rec *rec)
     }
     rec->link_mbps = module->link_mbps;
     rec->max_msg_len = module->max_msg_len;
-    rec->send_window = (uint32_t) mca_btl_usnic_component.params.send_window;
+    rec->send_window = module->send_window;
     rec->rcvbuf = (uint32_t) module->chan[USNIC_CHAN_DATA].rcvbuf;
     {
         size_t n = strlen(module->prov_name);

@@ -9,43 +9,12 @@
 #include <emmintrin.h>
 
 #include "btl_usnic.h"
+#include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_rx.h"
 #include "btl_usnic_util.h"
-
-/* Post a receive buffer; on failure it goes back to its free list. */
-static int post_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg)
-{
-    ssize_t rc = fi_recv(chan->ep, seg->super.ptr, chan->prefix + chan->mtu, NULL, FI_ADDR_UNSPEC,
-                         &seg->fictx);
-    if (OPAL_UNLIKELY(0 != rc)) {
-        USNIC_VERBOSE(5, "%s: fi_recv: %s", module->ifname, fi_strerror((int) -rc));
-        opal_free_list_return(&chan->rx_segs, &seg->super);
-        return OPAL_ERROR;
-    }
-    return OPAL_SUCCESS;
-}
-
-void usnic_repost_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg)
-{
-    (void) post_recv(module, chan, seg);
-}
-
-int usnic_post_recvs(usnic_module_t *module, usnic_channel_t *chan)
-{
-    for (int i = 0; i < chan->rx_depth; i++) {
-        usnic_seg_t *seg = (usnic_seg_t *) opal_free_list_get(&chan->rx_segs);
-        if (NULL == seg) {
-            return OPAL_ERR_OUT_OF_RESOURCE;
-        }
-        if (OPAL_SUCCESS != post_recv(module, chan, seg)) {
-            return OPAL_ERROR;
-        }
-    }
-    return OPAL_SUCCESS;
-}
 
 /*
  * Copy with non-temporal stores, past the caches: for the chunks of large
@@ -82,6 +51,7 @@ static inline bool source_ok(const usnic_module_t *module, const mca_btl_base_en
     case USNIC_SRC_FI:
         return module->rx_from.fi == ep->addr[module->rx_from.lane];
     case USNIC_SRC_PREFIX:
+    case USNIC_SRC_SOCKET:
         return module->rx_from.ip == ep->remote.ipv4 &&
                module->rx_from.port == ep->remote.port[module->rx_from.lane];
     default:
@@ -381,15 +351,15 @@ void usnic_fault_flush(usnic_module_t *module, bool idle)
     }
 }
 
-void usnic_handle_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg, size_t len)
+void usnic_rx_datagram(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *buf,
+                       size_t len)
 {
     module->stats.rx_pkts++;
     module->rx_from.lane = (uint8_t) chan->id;
     if (OPAL_UNLIKELY(module->fault.drop_rate > 0.0 || module->fault.dup_rate > 0.0 ||
                       module->fault.reorder_rate > 0.0)) {
-        inject(module, seg->buf, len);
+        inject(module, buf, len);
     } else {
-        process_packet(module, seg->buf, len);
+        process_packet(module, buf, len);
     }
-    usnic_repost_recv(module, chan, seg);
 }

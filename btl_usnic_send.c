@@ -14,6 +14,7 @@
  */
 #include <string.h>
 
+#include "btl_usnic_chan.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
@@ -64,59 +65,12 @@ static size_t corrupt(usnic_module_t *module, usnic_seg_t *seg, uint8_t *mask)
     return at + 1;
 }
 
-/* Hand one sealed datagram to the provider.  OPAL_ERR_RESOURCE_BUSY: try later. */
-static int post_now(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg, fi_addr_t dest)
-{
-    struct iovec iov[2];
-    size_t n = 1;
-    ssize_t rc;
-
-    iov[0].iov_base = seg->buf - chan->prefix;
-    iov[0].iov_len = chan->prefix + seg->hdr_len;
-    if (0 == seg->zc_len && iov[0].iov_len <= chan->inject_size) {
-        /* small and contiguous: the provider copies it now, no completion
-         * to wait for (we keep the segment for retransmission anyway) */
-        rc = fi_inject(chan->ep, iov[0].iov_base, iov[0].iov_len, dest);
-        if (OPAL_LIKELY(0 == rc)) {
-            module->stats.tx_pkts++;
-            module->stats.tx_bytes += seg->payload_len;
-            return OPAL_SUCCESS;
-        }
-        if (-FI_EAGAIN == rc) {
-            module->stats.tx_eagain++;
-            return OPAL_ERR_RESOURCE_BUSY;
-        }
-        USNIC_VERBOSE(5, "%s: fi_inject: %s", module->ifname, fi_strerror((int) -rc));
-        return OPAL_ERROR;
-    }
-    if (0 != seg->zc_len) {
-        iov[1].iov_base = (void *) seg->zc_ptr;
-        iov[1].iov_len = seg->zc_len;
-        n = 2;
-    }
-    rc = fi_sendv(chan->ep, iov, NULL, n, dest, &seg->fictx);
-    if (OPAL_UNLIKELY(0 != rc)) {
-        if (-FI_EAGAIN == rc) {
-            module->stats.tx_eagain++;
-            return OPAL_ERR_RESOURCE_BUSY;
-        }
-        USNIC_VERBOSE(5, "%s: fi_sendv: %s", module->ifname, fi_strerror((int) -rc));
-        return OPAL_ERROR;
-    }
-    chan->tx_credits--;
-    seg->refs++; /* until the send completion */
-    module->stats.tx_pkts++;
-    module->stats.tx_bytes += seg->payload_len;
-    return OPAL_SUCCESS;
-}
-
 /* Hand one datagram to ep's peer on channel cid, its MAC and checksum
  * computed now (its header is final).  OPAL_ERR_RESOURCE_BUSY: try later. */
 static int post(usnic_module_t *module, const mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
                 enum usnic_channel_id cid)
 {
     usnic_channel_t *chan = &module->chan[cid];
-    fi_addr_t dest = ep->addr[cid];
     size_t bad = 0;
     uint8_t mask = 0;
     int rc;
@@ -132,10 +86,23 @@ static int post(usnic_module_t *module, const mca_btl_base_endpoint_t *ep, usnic
     if (OPAL_UNLIKELY(module->fault.corrupt_rate > 0.0)) {
         bad = corrupt(module, seg, &mask);
     }
-    rc = post_now(module, chan, seg, dest);
+    if (module->batching && NULL != module->backend->train_add && 0 == bad) {
+        rc = module->backend->train_add(module, chan, seg, ep);
+    } else {
+        if (NULL != module->backend->train_flush && 0 != chan->train.n) {
+            module->backend->train_flush(module, chan); /* keep the lane's order */
+        }
+        rc = module->backend->send(module, chan, seg, ep);
+    }
     if (OPAL_UNLIKELY(0 != bad)) {
         /* the provider copied or sent it (udp: sendmsg; inject: copied) */
         seg->buf[bad - 1] ^= mask;
+    }
+    if (OPAL_LIKELY(OPAL_SUCCESS == rc)) {
+        module->stats.tx_pkts++;
+        module->stats.tx_bytes += seg->payload_len;
+    } else if (OPAL_ERR_RESOURCE_BUSY == rc) {
+        module->stats.tx_eagain++;
     }
     return rc;
 }
@@ -231,7 +198,46 @@ static void chunk_payload(usnic_module_t *module, usnic_frag_t *frag, usnic_seg_
     seg->payload_len = n;
 }
 
+static int send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
+
+/*
+ * The chunks of a fragment go to one peer on the data channel, one after
+ * the other: with a backend that has trains they are queued while the
+ * loop runs and handed to the kernel together (one system call for up to
+ * USNIC_TRAIN_MAX datagrams) when it ends.
+ */
 int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
+{
+    usnic_channel_t *chan = &module->chan[USNIC_CHAN_DATA];
+    int rc;
+
+    if (NULL == module->backend->train_add || !chan->gso) {
+        return send_chunks(module, ep, frag);
+    }
+    module->batching = true;
+    rc = send_chunks(module, ep, frag);
+    module->batching = false;
+    if (0 != chan->train.n) {
+        module->backend->train_flush(module, chan);
+    }
+    return rc;
+}
+
+/* A datagram of a train the kernel refused: in the window as sent, so
+ * treat it as lost (queued for resending now). */
+void usnic_train_failed(usnic_module_t *module, usnic_seg_t *seg)
+{
+    mca_btl_base_endpoint_t *ep = seg->ep;
+
+    module->stats.tx_pkts--;
+    module->stats.tx_bytes -= seg->payload_len;
+    module->stats.tx_eagain++;
+    if (NULL != ep && !ep->dead) {
+        usnic_rel_tx_send_failed(&ep->rel, &seg->rel);
+    }
+}
+
+static int send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
 {
     bool put = (USNIC_FRAG_PUT == frag->kind);
     uint32_t hdr_len = (uint32_t) (put ? USNIC_HDR_LEN_PUT : USNIC_HDR_LEN_CHUNK);

@@ -38,6 +38,8 @@
     X(tx_eagain, "sends the provider refused for lack of resources")                               \
     X(tx_errors, "sends that completed with an error")                                             \
     X(inj_corrupt, "sent datagrams corrupted by fault injection (after their checksum)")           \
+    X(gso_trains, "kernel backend: trains of datagrams sent with one UDP_SEGMENT sendmsg")         \
+    X(gro_batches, "kernel backend: receives that held several datagrams (UDP_GRO)")               \
     X(window_full, "times a peer's send window was full")                                          \
     X(puts, "emulated PUT operations")                                                             \
     X(frags_waited, "fragments that arrived complete before an earlier one and waited for it")     \

@@ -84,8 +84,18 @@ fi
 # the libFuzzer target over the receive dispatch: regressions, seed corpus,
 # then a bounded run (FUZZ_RUNS)
 run_step fuzz env FUZZ_OUT="$out/fuzz" bash "$top/test/fuzz/run.sh"
-for t in "$top"/test/mpi/t_*.sh; do
-    run_step "$(basename "$t" .sh)" bash "$t"
+# every MPI test over the default backend (the kernel's UDP sockets here),
+# then again over libfabric's udp provider (USNIC_TEST_BACKENDS="kernel"
+# runs the first pass only)
+for backend in ${USNIC_TEST_BACKENDS:-kernel udp}; do
+    for t in "$top"/test/mpi/t_*.sh; do
+        if [ "$backend" = kernel ]; then
+            run_step "$(basename "$t" .sh)" bash "$t"
+        else
+            run_step "$(basename "$t" .sh)-$backend" \
+                env OMPI_MCA_btl_usnic_providers="$backend" bash "$t"
+        fi
+    done
 done
 
 echo "$passed passed, $failed failed"

@@ -27,6 +27,9 @@ MT_PROG=
 BIN=
 
 usnic_mode() { [ "${USNIC_TEST_BTL:-usnic}" != tcp ]; }
+# the datagram backend the tests run over: "kernel" (the default) unless
+# OMPI_MCA_btl_usnic_providers names another (test/run-all.sh's second pass)
+usnic_backend() { echo "${OMPI_MCA_btl_usnic_providers:-kernel}"; }
 
 # ---- result reporting ------------------------------------------------------
 

@@ -57,8 +57,8 @@ NODEV='!found no usable network device'
 # ---- existing checks -----------------------------------------------------------
 IF_OVERRIDE='' expect_help "bad CIDR in if_include" "--mca btl_usnic_if_include 10.0.0.0/40" \
     "Parameter: btl_usnic_if_include" "IPv4 CIDR" "$NODEV"
-expect_help "zero send window" "--mca btl_usnic_send_window 0" \
-    "Parameter: btl_usnic_send_window" "positive integer"
+expect_help "negative send window" "--mca btl_usnic_send_window -1" \
+    "Parameter: btl_usnic_send_window" "0 (automatic)"
 expect_help "drop rate above 1" "--mca btl_usnic_debug_drop_rate 1.5" \
     "Parameter: btl_usnic_debug_drop_rate" "between 0 and 1"
 expect_help "negative in-flight limit" "--mca btl_usnic_max_inflight -5" \
@@ -143,7 +143,7 @@ OMPI_MCA_btl_usnic_providers="usnic, udp" expect_help "blank in providers" "" \
     "Parameter: btl_usnic_providers" 'Value: *"usnic, udp"' "without blanks" "$NODEV"
 
 # ---- several bad values: one message lists them all -------------------------------
-expect_help "two bad values" "--mca btl_usnic_send_window 0 --mca btl_usnic_tlp 2" \
+expect_help "two bad values" "--mca btl_usnic_send_window -3 --mca btl_usnic_tlp 2" \
     "invalid MCA parameter values" "Parameter: btl_usnic_send_window" "Parameter: btl_usnic_tlp"
 
 # ---- values at the edges of the accepted ranges are accepted -----------------------

@@ -40,7 +40,16 @@ expect_posted() {
 
 expect_posted "rx buffers automatic" "" \
     "256 receive buffers of 568 bytes" "8 receive buffers of 65507 bytes"
-expect_posted "rx buffers automatic, 1472-byte datagrams" "--mca btl_usnic_udp_datagram_size -1" \
+# kernel backend: UDP_GRO coalesces up to 64 KiB per receive
+if [ "$(usnic_backend)" = kernel ]; then
+    expect_posted "rx buffers automatic, 1472-byte datagrams" "--mca btl_usnic_udp_datagram_size -1" \
+        "256 receive buffers of 568 bytes" "8 receive buffers of 65536 bytes"
+fi
+expect_posted "rx buffers automatic, 1472-byte datagrams, no GRO" \
+    "--mca btl_usnic_udp_datagram_size -1 --mca btl_usnic_gso 0" \
+    "256 receive buffers of 568 bytes" "356 receive buffers of 1472 bytes"
+expect_posted "rx buffers automatic, 1472-byte datagrams, libfabric udp" \
+    "--mca btl_usnic_udp_datagram_size -1 --mca btl_usnic_providers udp" \
     "256 receive buffers of 568 bytes" "356 receive buffers of 1472 bytes"
 expect_posted "rx buffers explicit" "--mca btl_usnic_rd_num 40 --mca btl_usnic_prio_rd_num 64" \
     "64 receive buffers of 568 bytes" "40 receive buffers of 65507 bytes"

@@ -1,0 +1,89 @@
+/*
+ * The datagram backends under a module's channels.  Everything above this
+ * interface (reliability, chunking, the PML interface) is the same whichever
+ * backend moves the datagrams:
+ *
+ *   libfabric  btl_usnic_chan_ofi.c: FI_EP_DGRAM endpoints of a provider
+ *              (usnic on Cisco VIC hardware; udp anywhere, one system call
+ *              per datagram)
+ *   kernel     btl_usnic_chan_kern.c: UDP sockets of our own, recvmmsg
+ *              batches, UDP_GRO on receive and UDP_SEGMENT trains on send
+ *              (many datagrams to one peer in one system call)
+ *
+ * A backend finds its devices and creates modules (discover), opens and
+ * closes a module's two channels, keeps receive buffers posted, polls a
+ * channel (every arrival goes to usnic_rx_datagram()), sends one datagram
+ * to a peer's channel, and optionally sends a train: datagrams to one peer,
+ * queued by train_add and handed to the kernel together by train_flush.
+ */
+#ifndef BTL_USNIC_CHAN_H
+#define BTL_USNIC_CHAN_H
+
+#include "btl_usnic.h"
+#include "btl_usnic_util.h"
+
+struct usnic_filters;
+struct usnic_seg;
+struct mca_btl_base_endpoint_t;
+
+typedef struct usnic_backend {
+    const char *name; /* "libfabric" or "kernel" */
+    /* Create modules for the usable devices (at most max, 0: no limit);
+     * prov names the libfabric provider (libfabric only).  Returns how many. */
+    int (*discover)(const char *prov, const struct usnic_filters *flt, int max);
+    /* Open both channels (module->chan[].mtu, depths set) / release everything. */
+    int (*open)(usnic_module_t *module, int rd_num);
+    void (*release)(usnic_module_t *module);
+    /* Post a channel's receive buffers (from chan->rx_segs). */
+    int (*post_recvs)(usnic_module_t *module, usnic_channel_t *chan);
+    /* Handle what arrived or completed; returns how many events. */
+    int (*poll)(usnic_module_t *module, usnic_channel_t *chan);
+    /* Send one sealed datagram to ep's channel: OPAL_SUCCESS, or
+     * OPAL_ERR_RESOURCE_BUSY (try later), or another error. */
+    int (*send)(usnic_module_t *module, usnic_channel_t *chan, struct usnic_seg *seg,
+                const struct mca_btl_base_endpoint_t *ep);
+    /* Trains (NULL when not supported): queue a sealed datagram behind the
+     * channel's train (sending the train first when seg cannot join it);
+     * flush hands the train to the kernel.  A datagram of a train that
+     * could not be sent is handed to usnic_train_failed(). */
+    int (*train_add)(usnic_module_t *module, usnic_channel_t *chan, struct usnic_seg *seg,
+                     const struct mca_btl_base_endpoint_t *ep);
+    void (*train_flush)(usnic_module_t *module, usnic_channel_t *chan);
+    /* A new peer: make its channels addressable. */
+    int (*peer_add)(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
+    /* Does a datagram of size bytes reach our own data channel whole? */
+    bool (*self_test)(usnic_module_t *module, uint32_t size);
+} usnic_backend_t;
+
+extern const usnic_backend_t usnic_backend_ofi;
+extern const usnic_backend_t usnic_backend_kern;
+
+/* Interface filters of btl_usnic_if_include / _exclude. */
+struct usnic_filters {
+    struct usnic_if_filter include[32];
+    int n_include;
+    struct usnic_if_filter exclude[32];
+    int n_exclude;
+};
+
+/* Shared by the backends' discovery (btl_usnic_component.c). */
+bool usnic_device_usable(const char *dev, uint32_t addr, const struct usnic_filters *flt);
+usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *addr,
+                                 const char *prov_name, const usnic_backend_t *backend);
+/* Finish a module the backend opened (free lists, receives, self-test) and
+ * add it to the component; on failure release and free it.  Returns it or NULL. */
+usnic_module_t *usnic_module_commit(usnic_module_t *module);
+/* The largest datagram to send on the data channel over plain UDP. */
+uint32_t usnic_udp_datagram_size(uint32_t if_mtu);
+/* Sizes that follow from the data channel's datagram size. */
+void usnic_module_set_sizes(usnic_module_t *module, uint32_t data_mtu);
+/* Receive buffers for the data channel (btl_usnic_rd_num, 0 = auto). */
+int usnic_module_rd_num(const usnic_module_t *module, bool few);
+
+/* Every arriving datagram (recv.c); buf stays valid until it returns. */
+void usnic_rx_datagram(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *buf,
+                       size_t len);
+/* A datagram queued in a train that the kernel refused (send.c). */
+void usnic_train_failed(usnic_module_t *module, struct usnic_seg *seg);
+
+#endif

@@ -1,0 +1,544 @@
+/*
+ * The kernel backend (btl_usnic_chan.h): UDP sockets of our own, no
+ * libfabric.  What it does that the libfabric udp provider cannot:
+ *
+ *  - receive in batches (recvmmsg), and with UDP_GRO on the data channel,
+ *    where the kernel hands over several datagrams of one sender in one
+ *    buffer, each split off here at the segment size it reports;
+ *  - send the chunks of a fragment as a train: one sendmsg with
+ *    UDP_SEGMENT, whose iovec interleaves each datagram's headers (in our
+ *    segment) with its payload (in the user's or the pack buffer), so the
+ *    payload is copied once, by the kernel, as with a single send.  Every
+ *    datagram on the wire is still an independent MTU-sized packet with
+ *    its own usnic header.  Where the kernel refuses UDP_SEGMENT the train
+ *    goes out datagram by datagram from then on (verbose note, once).
+ *
+ * Sends are complete when sendmsg returns (the kernel copied the data), so
+ * there are no send completions; EAGAIN (socket buffer full) means try
+ * later.  The source address of every arrival comes with it, for the
+ * sender check (USNIC_SRC_SOCKET).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* recvmmsg */
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "btl_usnic.h"
+#include "btl_usnic_chan.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_util.h"
+
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+/* At most this many bytes in one train (the kernel's limit is one IPv4
+ * datagram: 65507 bytes of UDP payload). */
+#define KERN_TRAIN_BYTES 65000u
+/* A train needs at least two datagrams: only for data datagrams this small. */
+#define KERN_TRAIN_DGRAM_MAX (KERN_TRAIN_BYTES / 2)
+/* Arrivals read per recvmmsg call, at most. */
+#define KERN_RX_BATCH 64
+
+/* Receive state of a channel: every buffer is "posted" (handed to
+ * recvmmsg) at every poll, in a fixed ring. */
+struct kern_rx {
+    int n;
+    bool busy; /* its buffers are being processed: no recursive poll */
+    usnic_seg_t **segs;
+    struct mmsghdr *msgs;
+    struct iovec *iov;
+    struct sockaddr_in *from;
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } * ctrl;
+};
+
+static struct kern_rx *rx_of(usnic_channel_t *chan)
+{
+    return (struct kern_rx *) chan->backend_priv;
+}
+
+/* Socket buffers of btl_usnic_udp_sockbuf bytes (forced past the system
+ * limit where we may), as the libfabric path does for the provider's. */
+static void tune_buffers(usnic_channel_t *chan, int bytes, int *rcv, int *snd)
+{
+    socklen_t len;
+
+    if (bytes > 0) {
+        if (0 != setsockopt(chan->fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes))) {
+            (void) setsockopt(chan->fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+        }
+        if (0 != setsockopt(chan->fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes))) {
+            (void) setsockopt(chan->fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+        }
+    }
+    len = sizeof(*rcv);
+    (void) getsockopt(chan->fd, SOL_SOCKET, SO_RCVBUF, rcv, &len);
+    len = sizeof(*snd);
+    (void) getsockopt(chan->fd, SOL_SOCKET, SO_SNDBUF, snd, &len);
+}
+
+static int channel_open(usnic_module_t *module, usnic_channel_t *chan, int tx_depth, int rx_depth)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    struct sockaddr_in sin = module->if_addr;
+    socklen_t alen = sizeof(chan->addr);
+    int rcv = 0, snd = 0;
+
+    chan->prefix = 0;
+    chan->tx_depth = tx_depth;
+    chan->tx_credits = tx_depth; /* sends complete at once: never consumed */
+    chan->inject_size = 0;
+    chan->rx_depth = rx_depth;
+    chan->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (chan->fd < 0) {
+        USNIC_VERBOSE(5, "%s: socket: %s", module->ifname, strerror(errno));
+        return OPAL_ERROR;
+    }
+    sin.sin_port = 0;
+    if (0 != bind(chan->fd, (struct sockaddr *) &sin, sizeof(sin)) ||
+        0 != getsockname(chan->fd, (struct sockaddr *) &chan->addr, &alen)) {
+        USNIC_VERBOSE(5, "%s: bind: %s", module->ifname, strerror(errno));
+        return OPAL_ERROR;
+    }
+    tune_buffers(chan, p->udp_sockbuf, &rcv, &snd);
+    chan->rcvbuf = rcv;
+    chan->sock_fd = chan->fd;
+    USNIC_VERBOSE(20, "%s: channel %d socket buffers: receive %d, send %d bytes", module->ifname,
+                  chan->id, rcv, snd);
+    if (USNIC_CHAN_DATA == chan->id && chan->mtu <= KERN_TRAIN_DGRAM_MAX) {
+        int one = 1;
+        chan->gso = (0 != p->gso);
+        chan->gro = (0 != p->gso) && 0 == setsockopt(chan->fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+        if (0 != p->gso && !chan->gro) {
+            USNIC_VERBOSE(10, "%s: UDP_GRO refused (%s): one datagram per receive", module->ifname,
+                          strerror(errno));
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+static void channel_close(usnic_channel_t *chan)
+{
+    struct kern_rx *rx = rx_of(chan);
+
+    if (NULL != rx) {
+        for (int i = 0; i < rx->n; i++) {
+            if (NULL != rx->segs[i]) {
+                opal_free_list_return(&chan->rx_segs, &rx->segs[i]->super);
+            }
+        }
+        free(rx->segs);
+        free(rx->msgs);
+        free(rx->iov);
+        free(rx->from);
+        free(rx->ctrl);
+        free(rx);
+        chan->backend_priv = NULL;
+    }
+    if (chan->fd >= 0) {
+        close(chan->fd);
+        chan->fd = -1;
+        chan->sock_fd = -1;
+    }
+}
+
+static int kern_open(usnic_module_t *module, int rd_num)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+
+    if (OPAL_SUCCESS !=
+            channel_open(module, &module->chan[USNIC_CHAN_PRIO], p->prio_sd_num, p->prio_rd_num) ||
+        OPAL_SUCCESS != channel_open(module, &module->chan[USNIC_CHAN_DATA], p->sd_num, rd_num)) {
+        return OPAL_ERROR;
+    }
+    return OPAL_SUCCESS;
+}
+
+static void kern_release(usnic_module_t *module)
+{
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        channel_close(&module->chan[c]);
+    }
+}
+
+/* Take the channel's receive buffers and set up its recvmmsg vectors. */
+static int kern_post_recvs(usnic_module_t *module, usnic_channel_t *chan)
+{
+    struct kern_rx *rx = calloc(1, sizeof(*rx));
+    int n = chan->rx_depth;
+
+    (void) module;
+    if (NULL == rx) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    chan->backend_priv = rx;
+    rx->segs = calloc((size_t) n, sizeof(*rx->segs));
+    rx->msgs = calloc((size_t) n, sizeof(*rx->msgs));
+    rx->iov = calloc((size_t) n, sizeof(*rx->iov));
+    rx->from = calloc((size_t) n, sizeof(*rx->from));
+    rx->ctrl = calloc((size_t) n, sizeof(*rx->ctrl));
+    if (NULL == rx->segs || NULL == rx->msgs || NULL == rx->iov || NULL == rx->from ||
+        NULL == rx->ctrl) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    for (int i = 0; i < n; i++) {
+        rx->segs[i] = (usnic_seg_t *) opal_free_list_get(&chan->rx_segs);
+        if (NULL == rx->segs[i]) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        rx->n = i + 1;
+        rx->iov[i].iov_base = rx->segs[i]->buf;
+        rx->iov[i].iov_len = chan->rx_buf;
+    }
+    return OPAL_SUCCESS;
+}
+
+/* The segment size UDP_GRO reports for a coalesced receive, 0 if none. */
+static uint32_t gro_size(struct msghdr *mh)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); NULL != cm; cm = CMSG_NXTHDR(mh, cm)) {
+        if (SOL_UDP == cm->cmsg_level && UDP_GRO == cm->cmsg_type &&
+            cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int v;
+            memcpy(&v, CMSG_DATA(cm), sizeof(v));
+            return (v > 0) ? (uint32_t) v : 0;
+        }
+    }
+    return 0;
+}
+
+static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
+{
+    struct kern_rx *rx = rx_of(chan);
+    int batch = (rx->n < KERN_RX_BATCH) ? rx->n : KERN_RX_BATCH;
+    int n, count = 0;
+
+    if (OPAL_UNLIKELY(rx->busy)) {
+        return 0; /* a callback of an arrival polled again: its buffers are in use */
+    }
+    for (int i = 0; i < batch; i++) {
+        struct msghdr *mh = &rx->msgs[i].msg_hdr;
+        mh->msg_name = &rx->from[i];
+        mh->msg_namelen = sizeof(rx->from[i]);
+        mh->msg_iov = &rx->iov[i];
+        mh->msg_iovlen = 1;
+        mh->msg_control = chan->gro ? rx->ctrl[i].buf : NULL;
+        mh->msg_controllen = chan->gro ? sizeof(rx->ctrl[i].buf) : 0;
+        mh->msg_flags = 0;
+    }
+    n = recvmmsg(chan->fd, rx->msgs, (unsigned) batch, MSG_DONTWAIT, NULL);
+    if (n <= 0) {
+        return 0;
+    }
+    rx->busy = true;
+    for (int i = 0; i < n; i++) {
+        struct msghdr *mh = &rx->msgs[i].msg_hdr;
+        const uint8_t *buf = rx->segs[i]->buf;
+        uint32_t len = rx->msgs[i].msg_len, step;
+
+        module->rx_from.ip = rx->from[i].sin_addr.s_addr;
+        module->rx_from.port = rx->from[i].sin_port;
+        if (OPAL_UNLIKELY(mh->msg_namelen != sizeof(rx->from[i]))) {
+            module->rx_from.ip = 0; /* not from IPv4: no peer has this source */
+            module->rx_from.port = 0;
+        }
+        /* A datagram longer than the buffer (MSG_TRUNC) is handed over as
+         * what arrived, its first rx_buf bytes, as the libfabric providers
+         * do: its header's length no longer matches (drop_LENGTH). */
+        step = chan->gro ? gro_size(mh) : 0;
+        if (0 == step || step >= len) {
+            usnic_rx_datagram(module, chan, buf, len);
+            count++;
+            continue;
+        }
+        /* several datagrams of one sender, each step bytes but the last */
+        module->stats.gro_batches++;
+        for (uint32_t off = 0; off < len; off += step) {
+            usnic_rx_datagram(module, chan, buf + off, (len - off < step) ? len - off : step);
+            count++;
+        }
+    }
+    rx->busy = false;
+    return count;
+}
+
+/* sendmsg of iov to ep's channel, with a UDP_SEGMENT of gso bytes (0: none). */
+static ssize_t send_iov(usnic_channel_t *chan, const mca_btl_base_endpoint_t *ep, struct iovec *iov,
+                        size_t n, uint16_t gso)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } ctrl;
+    struct msghdr mh;
+
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_name = (void *) &ep->sin[chan->id];
+    mh.msg_namelen = sizeof(ep->sin[chan->id]);
+    mh.msg_iov = iov;
+    mh.msg_iovlen = n;
+    if (0 != gso) {
+        struct cmsghdr *cm;
+        memset(&ctrl, 0, sizeof(ctrl));
+        mh.msg_control = ctrl.buf;
+        mh.msg_controllen = sizeof(ctrl.buf);
+        cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        memcpy(CMSG_DATA(cm), &gso, sizeof(gso));
+    }
+    return sendmsg(chan->fd, &mh, MSG_DONTWAIT);
+}
+
+static size_t seg_iov(const usnic_seg_t *seg, struct iovec *iov)
+{
+    iov[0].iov_base = seg->buf;
+    iov[0].iov_len = seg->hdr_len;
+    if (0 == seg->zc_len) {
+        return 1;
+    }
+    iov[1].iov_base = (void *) seg->zc_ptr;
+    iov[1].iov_len = seg->zc_len;
+    return 2;
+}
+
+static int kern_send(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg,
+                     const mca_btl_base_endpoint_t *ep)
+{
+    struct iovec iov[2];
+    size_t n = seg_iov(seg, iov);
+
+    if (OPAL_LIKELY(send_iov(chan, ep, iov, n, 0) >= 0)) {
+        return OPAL_SUCCESS;
+    }
+    if (EAGAIN == errno || EWOULDBLOCK == errno || ENOBUFS == errno || EINTR == errno) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    USNIC_VERBOSE(5, "%s: sendmsg: %s", module->ifname, strerror(errno));
+    module->stats.tx_errors++;
+    return OPAL_ERROR;
+}
+
+static void kern_train_flush(usnic_module_t *module, usnic_channel_t *chan)
+{
+    struct iovec iov[2 * USNIC_TRAIN_MAX];
+    size_t k = 0;
+    int n = chan->train.n;
+    bool ok = false;
+
+    if (0 == n) {
+        return;
+    }
+    chan->train.n = 0;
+    if (n > 1 && chan->gso) {
+        for (int i = 0; i < n; i++) {
+            k += seg_iov(chan->train.seg[i], &iov[k]);
+        }
+        if (OPAL_UNLIKELY(mca_btl_usnic_component.params.debug_gso_refused)) {
+            errno = EIO; /* as a kernel or device without segmentation offload says */
+        } else if (send_iov(chan, chan->train.ep, iov, k, (uint16_t) chan->train.seg_len) >= 0) {
+            ok = true;
+            module->stats.gso_trains++;
+        }
+        if (!ok &&
+            (EIO == errno || ENOPROTOOPT == errno || EINVAL == errno || EOPNOTSUPP == errno)) {
+            /* no segmentation offload here (old kernel, device without it) */
+            USNIC_VERBOSE(5,
+                          "%s: the kernel refuses UDP_SEGMENT (%s): sending datagram by "
+                          "datagram from now on",
+                          module->ifname, strerror(errno));
+            chan->gso = false;
+        }
+        if (!ok && chan->gso) {
+            /* the socket buffer is full: the whole train is lost */
+            for (int i = 0; i < n; i++) {
+                usnic_train_failed(module, chan->train.seg[i]);
+            }
+            ok = true;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        usnic_seg_t *seg = chan->train.seg[i];
+        if (!ok && OPAL_SUCCESS != kern_send(module, chan, seg, chan->train.ep)) {
+            usnic_train_failed(module, seg);
+        }
+        usnic_seg_put(seg); /* the train's reference */
+    }
+}
+
+static int kern_train_add(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg,
+                          const mca_btl_base_endpoint_t *ep)
+{
+    uint32_t len = seg->hdr_len + seg->zc_len;
+
+    if (!chan->gso) {
+        return kern_send(module, chan, seg, ep);
+    }
+    if (0 != chan->train.n &&
+        (chan->train.ep != ep || chan->train.closed || len > chan->train.seg_len ||
+         USNIC_TRAIN_MAX == chan->train.n || chan->train.bytes + len > KERN_TRAIN_BYTES)) {
+        kern_train_flush(module, chan);
+    }
+    if (0 == chan->train.n) {
+        chan->train.ep = ep;
+        chan->train.seg_len = len;
+        chan->train.bytes = 0;
+        chan->train.closed = false;
+    } else if (len < chan->train.seg_len) {
+        chan->train.closed = true; /* the kernel cuts at seg_len: only the last may be shorter */
+    }
+    seg->refs++; /* until the train leaves */
+    chan->train.seg[chan->train.n++] = seg;
+    chan->train.bytes += len;
+    return OPAL_SUCCESS;
+}
+
+static int kern_peer_add(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+{
+    (void) module;
+    (void) ep; /* ep->sin is all we need */
+    return OPAL_SUCCESS;
+}
+
+/* A datagram of size bytes from the data socket to itself, within 200 ms. */
+static bool kern_self_test(usnic_module_t *module, uint32_t size)
+{
+    usnic_channel_t *chan = &module->chan[USNIC_CHAN_DATA];
+    uint64_t deadline = usnic_now_us() + 200000;
+    uint8_t *out = malloc(size), *in = malloc(chan->rx_buf);
+    bool arrived = false;
+
+    if (NULL == out || NULL == in) {
+        free(out);
+        free(in);
+        return false;
+    }
+    memset(out, 0x5a, size);
+    out[0] = 0; /* not a valid protocol version: never mistaken for traffic */
+    if (sendto(chan->fd, out, size, 0, (struct sockaddr *) &chan->addr, sizeof(chan->addr)) ==
+        (ssize_t) size) {
+        while (!arrived && usnic_now_us() < deadline) {
+            ssize_t r = recv(chan->fd, in, chan->rx_buf, MSG_DONTWAIT);
+            arrived = (r == (ssize_t) size && 0 == in[0] && 0x5a == in[size - 1]);
+            if (r < 0) {
+                usleep(1000);
+            }
+        }
+    }
+    free(out);
+    free(in);
+    return arrived;
+}
+
+/* A module for one IPv4 interface, its sockets open. */
+static usnic_module_t *kern_module_create(const char *ifname, const struct sockaddr_in *addr)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    usnic_module_t *module = usnic_module_new(ifname, addr, "kernel", &usnic_backend_kern);
+    uint32_t data_mtu;
+
+    if (NULL == module) {
+        return NULL;
+    }
+    module->is_udp = true;
+    module->zero_copy = true;
+    module->src_check = USNIC_SRC_SOCKET;
+    module->advertised_mtu = (module->if_mtu > 28 && module->if_mtu - 28 < 1472)
+                                 ? module->if_mtu - 28
+                                 : 1472; /* what fits a standard Ethernet frame */
+    data_mtu = (p->udp_datagram_size < 0) ? module->advertised_mtu
+                                          : usnic_udp_datagram_size(module->if_mtu);
+    if (data_mtu < module->advertised_mtu) {
+        data_mtu = module->advertised_mtu;
+    }
+    if (data_mtu < USNIC_HDR_LEN_MAX + 64) {
+        USNIC_VERBOSE(20, "%s: skipped, datagrams of %u bytes are too small", module->ifname,
+                      data_mtu);
+        free(module);
+        return NULL;
+    }
+    if (0 != p->gso && data_mtu <= KERN_TRAIN_DGRAM_MAX) {
+        /* room for what UDP_GRO coalesces */
+        module->chan[USNIC_CHAN_DATA].rx_buf = 65536;
+    }
+    usnic_module_set_sizes(module, data_mtu);
+    if (OPAL_SUCCESS != kern_open(module, usnic_module_rd_num(module, true))) {
+        kern_release(module);
+        free(module);
+        return NULL;
+    }
+    return module;
+}
+
+static int kern_discover(const char *prov, const struct usnic_filters *flt, int max)
+{
+    struct ifaddrs *ifs = NULL, *ifa;
+    char seen[USNIC_MAX_MODULES][IF_NAMESIZE];
+    int nseen = 0, found = 0;
+
+    (void) prov;
+    if (0 != getifaddrs(&ifs)) {
+        USNIC_VERBOSE(5, "kernel backend: getifaddrs: %s", strerror(errno));
+        return 0;
+    }
+    for (ifa = ifs; NULL != ifa && (0 == max || found < max) && nseen < USNIC_MAX_MODULES;
+         ifa = ifa->ifa_next) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *) ifa->ifa_addr;
+        usnic_module_t *module;
+        bool dup = false;
+
+        if (NULL == sin || AF_INET != sin->sin_family || !(ifa->ifa_flags & IFF_UP)) {
+            continue;
+        }
+        /* one module per interface: its first IPv4 address */
+        for (int i = 0; i < nseen; i++) {
+            dup = dup || (0 == strcmp(seen[i], ifa->ifa_name));
+        }
+        if (dup || !usnic_device_usable(ifa->ifa_name, sin->sin_addr.s_addr, flt)) {
+            continue;
+        }
+        snprintf(seen[nseen++], IF_NAMESIZE, "%s", ifa->ifa_name);
+        module = kern_module_create(ifa->ifa_name, sin);
+        if (NULL != module && NULL != usnic_module_commit(module)) {
+            found++;
+        }
+    }
+    freeifaddrs(ifs);
+    if (0 == found) {
+        USNIC_VERBOSE(10, "kernel backend: no usable interface");
+    }
+    return found;
+}
+
+const usnic_backend_t usnic_backend_kern = {
+    .name = "kernel",
+    .discover = kern_discover,
+    .open = kern_open,
+    .release = kern_release,
+    .post_recvs = kern_post_recvs,
+    .poll = kern_poll,
+    .send = kern_send,
+    .train_add = kern_train_add,
+    .train_flush = kern_train_flush,
+    .peer_add = kern_peer_add,
+    .self_test = kern_self_test,
+};

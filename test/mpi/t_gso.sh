@@ -1,0 +1,76 @@
+#!/bin/bash
+# The kernel backend's trains (UDP_SEGMENT) and batched receives (UDP_GRO),
+# with 1472-byte datagrams (btl_usnic_udp_datagram_size -1) on loopback,
+# the pingpong program checking every byte (0 B .. 16 MiB+1):
+#   a. trains on: both ranks sent trains (gso_trains > 0) and received
+#      coalesced batches (gro_batches > 0)
+#   b. 2% of arriving datagrams dropped by fault injection (after the GRO
+#      split, so trains lose datagrams in their middle): data intact,
+#      retransmissions, trains still sent
+#   c. the kernel refusing UDP_SEGMENT (btl_usnic_debug_gso_refused 1, as
+#      EIO from a kernel or device without it): the verbose note says so,
+#      no train is sent, the data arrive datagram by datagram
+#   d. btl_usnic_gso 0: no trains, no GRO batches
+# Over another backend (run-all.sh's libfabric udp pass) only the data
+# checks apply: no trains there.
+# shellcheck source=SCRIPTDIR/../lib/mpitest.sh
+. "$(dirname "$0")/../lib/mpitest.sh"
+
+build_prog pingpong || finish
+floor=$((4 * $(pingpong_size_sum $((16 * 1024 * 1024 + 1)))))
+small="--mca btl_usnic_udp_datagram_size -1"
+kernel=false
+usnic_mode && [ "$(usnic_backend)" = kernel ] && kernel=true
+
+# counters NAME KEY OP VALUE: each rank's KEY compared with VALUE
+each_rank() {
+    local name=$1 key=$2 op=$3 val=$4 line v r=0 bad=
+    while read -r line; do
+        v=$(sed -n "s/.* $key=\([0-9]*\).*/\1/p" <<<"$line")
+        if ! [ "${v:-0}" "$op" "$val" ]; then
+            bad="$bad rank $r: $key=${v:-?}"
+        fi
+        r=$((r + 1))
+    done < <(grep '\[usnic stats\]' "$RUN_LOG")
+    if [ "$r" -lt 2 ]; then
+        fail "$name" "[usnic stats] lines from $r ranks" "$RUN_LOG"
+    elif [ -n "$bad" ]; then
+        fail "$name" "want $key $op $val:$bad" "$RUN_LOG"
+    else
+        pass "$name: $key $op $val on both ranks ($(stat_sum "$RUN_LOG" "$key") in all)"
+    fi
+}
+
+EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN"
+if check_run "gso: trains" $? 2 "$floor" && $kernel; then
+    each_rank "gso: trains sent" gso_trains -gt 0
+    each_rank "gso: coalesced receives" gro_batches -gt 0
+fi
+
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_debug_drop_rate 0.02 --mca btl_usnic_debug_seed 7" \
+    run_mpi 2 "$BIN"
+if check_run "gso: 2% loss inside trains" $? 2 "$floor" && usnic_mode; then
+    each_rank "gso: 2% loss, datagrams dropped" inj_drop -gt 0
+    each_rank "gso: 2% loss, resent" retrans -gt 0
+    $kernel && each_rank "gso: 2% loss, trains sent" gso_trains -gt 0
+fi
+
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_debug_gso_refused 1 --mca btl_base_verbose 5" \
+    run_mpi 2 "$BIN"
+if check_run "gso: refused by the kernel" $? 2 "$floor" && $kernel; then
+    each_rank "gso: refused, no train sent" gso_trains -eq 0
+    n=$(grep -c "the kernel refuses UDP_SEGMENT" "$RUN_LOG")
+    if [ "$n" -ge 2 ]; then
+        pass "gso: refused: the fall back noted ($n lines)"
+    else
+        fail "gso: refused" "expected the 'kernel refuses UDP_SEGMENT' note from 2 ranks, found $n" \
+            "$RUN_LOG"
+    fi
+fi
+
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_gso 0" run_mpi 2 "$BIN"
+if check_run "gso: off" $? 2 "$floor" && $kernel; then
+    each_rank "gso: off, no train" gso_trains -eq 0
+    each_rank "gso: off, no coalesced receive" gro_batches -eq 0
+fi
+finish
