@@ -179,6 +179,20 @@ static void kern_release(usnic_module_t *module)
     }
 }
 
+/* Entry i of the recvmmsg vector, ready to receive. */
+static void reset_msg(const usnic_channel_t *chan, struct kern_rx *rx, int i)
+{
+    struct msghdr *mh = &rx->msgs[i].msg_hdr;
+
+    mh->msg_name = &rx->from[i];
+    mh->msg_namelen = sizeof(rx->from[i]);
+    mh->msg_iov = &rx->iov[i];
+    mh->msg_iovlen = 1;
+    mh->msg_control = chan->gro ? rx->ctrl[i].buf : NULL;
+    mh->msg_controllen = chan->gro ? sizeof(rx->ctrl[i].buf) : 0;
+    mh->msg_flags = 0;
+}
+
 /* Take the channel's receive buffers and set up its recvmmsg vectors. */
 static int kern_post_recvs(usnic_module_t *module, usnic_channel_t *chan)
 {
@@ -207,6 +221,7 @@ static int kern_post_recvs(usnic_module_t *module, usnic_channel_t *chan)
         rx->n = i + 1;
         rx->iov[i].iov_base = rx->segs[i]->buf;
         rx->iov[i].iov_len = chan->rx_buf;
+        reset_msg(chan, rx, i);
     }
     return OPAL_SUCCESS;
 }
@@ -233,16 +248,6 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
 
     if (OPAL_UNLIKELY(rx->busy)) {
         return 0; /* a callback of an arrival polled again: its buffers are in use */
-    }
-    for (int i = 0; i < batch; i++) {
-        struct msghdr *mh = &rx->msgs[i].msg_hdr;
-        mh->msg_name = &rx->from[i];
-        mh->msg_namelen = sizeof(rx->from[i]);
-        mh->msg_iov = &rx->iov[i];
-        mh->msg_iovlen = 1;
-        mh->msg_control = chan->gro ? rx->ctrl[i].buf : NULL;
-        mh->msg_controllen = chan->gro ? sizeof(rx->ctrl[i].buf) : 0;
-        mh->msg_flags = 0;
     }
     n = recvmmsg(chan->fd, rx->msgs, (unsigned) batch, MSG_DONTWAIT, NULL);
     if (n <= 0) {
@@ -275,6 +280,9 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
             usnic_rx_datagram(module, chan, buf + off, (len - off < step) ? len - off : step);
             count++;
         }
+    }
+    for (int i = 0; i < n; i++) {
+        reset_msg(chan, rx, i); /* the kernel wrote these */
     }
     rx->busy = false;
     return count;
