@@ -2,7 +2,10 @@
 # run.sh - compare the usnic BTL with btl/tcp, mtl/ofi over udp;ofi_rxd and
 # the raw libfabric udp provider, on one host over loopback only, or (with
 # --netns) between two "hosts" made of network namespaces on this machine,
-# each with a veth to a bridge (the test bed of test/lib/netns.sh).  usnic
+# each with a veth to a bridge (the test bed of test/lib/netns.sh).  rawgso
+# (bench/gso_stream) streams the same datagram sizes over plain kernel UDP
+# sockets, with and without UDP_SEGMENT/UDP_GRO: the bandwidth ceiling of a
+# kernel-UDP backend (docs/perf-gso-raw.md).  usnic
 # runs twice: with interface-MTU datagrams (usnic) and with the provider's
 # advertised 1472-byte ones (usnic1472); each run's retransmissions come
 # from the '[usnic stats]' lines of btl_usnic_print_stats.
@@ -57,7 +60,7 @@ LOSS=""
 TESTS=lat,bw,bibw,rate
 MINSIZE=0
 MAXSIZE=4m
-TRANSPORTS=usnic,usnic1472,tcp,rxd,raw
+TRANSPORTS=usnic,usnic1472,tcp,rxd,raw,rawgso
 DGRAM=""
 CEILING=""
 RUN_TIMEOUT=600
@@ -81,8 +84,12 @@ usage: $0 [options]
   -T list         transports to run (default $TRANSPORTS);
                   usnic1472 = usnic with --mca btl_usnic_udp_datagram_size -1
                   (the provider's advertised 1472-byte datagrams instead of
-                  the interface-MTU ones, $MAXDGRAM bytes on lo, MTU-28 with --netns)
-  -d list         raw datagram size(s) for fi_dgram_bench streaming (default
+                  the interface-MTU ones, $MAXDGRAM bytes on lo, MTU-28 with --netns);
+                  rawgso = bench/build/gso_stream: kernel UDP streaming of the -d
+                  sizes, modes plain (sendto), gso (UDP_SEGMENT + UDP_GRO) and
+                  gsoiov (gso with a 56-byte header iovec per datagram), and an
+                  8-byte ping-pong (pp)
+  -d list         raw datagram size(s) for fi_dgram_bench and gso_stream streaming (default
                   1472,$MAXDGRAM; --netns: 1472,MTU-28; e.g. 1472,8972,32000,60000);
                   1472 and usnic's datagram size are always added
   --ceiling B     raw streaming size used as the usnic bw reference for messages
@@ -160,6 +167,8 @@ MPI_EXTRA=()
 RAW_REPS=5
 RAW_T=50
 RAW_SMALL=0,1,2,4,8,16,32,64,128,256,512,1024
+RAWGSO_T=1          # gso_stream: seconds per measurement
+RAWGSO_MODES=plain,gso,gsoiov,pp
 if [ $QUICK = 1 ]; then
     [ $ROUNDS_SET = 1 ] || ROUNDS=1
     [ "$MAXSIZE" = 4m ] && MAXSIZE=64k
@@ -168,6 +177,7 @@ if [ $QUICK = 1 ]; then
     RAW_REPS=3
     RAW_T=30
     RAW_SMALL=0,8,64,1024
+    RAWGSO_T=0.5
 fi
 
 command -v python3 >/dev/null || { echo "run.sh: python3 is needed for the report" >&2; exit 1; }
@@ -188,7 +198,7 @@ declare -A CMDLINE
 declare -A DGINFO   # usnic transports: datagram size seen in the probe
 IFS=, read -r -a TLIST <<<"$TRANSPORTS"
 for t in "${TLIST[@]}"; do
-    case "$t" in usnic|usnic1472|tcp|rxd|raw) ;; *) echo "run.sh: unknown transport '$t'" >&2; exit 2 ;; esac
+    case "$t" in usnic|usnic1472|tcp|rxd|raw|rawgso) ;; *) echo "run.sh: unknown transport '$t'" >&2; exit 2 ;; esac
 done
 
 # Where each command runs: CMDX / SRVX are prefixes (ip netns exec NS) of the
@@ -199,6 +209,7 @@ SRV=()
 SRVX=()
 MPIX=()
 RAW_PEER=()
+RAWGSO_PEER=(-a 127.0.0.1)   # loopback: gso_stream forks its own receiver
 SRVPID=""
 STARTED=()
 SETUP=""    # --netns: the test bed, for the report
@@ -235,7 +246,8 @@ if [ $NETNS = 1 ]; then
     SETUP="two network-namespace hosts over veth (MTU $NETNS_MTU) + bridge: h1 $H1 and h2 $H2,"
     SETUP+=" each on a veth $NSB_DEV (MTU $NETNS_MTU) to the bridge br0 in namespace head ($NSB_HEAD_ADDR),"
     SETUP+=" where mpirun runs (daemons started in h1/h2 by test/lib/netns-rsh.sh); all traffic on $NSB_CIDR;"
-    SETUP+=" one rank per host, $BIND_DESC; raw udp: fi_dgram_bench server (-L) in h2, client (-C) in h1,"
+    SETUP+=" one rank per host, $BIND_DESC; raw udp: fi_dgram_bench server (-L) in h2, client (-C) in h1"
+    SETUP+=" (rawgso: gso_stream likewise),"
     SETUP+=" control over TCP between the same addresses; the namespaces share this machine's"
     SETUP+=" $(nproc) CPUs and kernel (test bed: test/lib/netns.sh)"
     echo "# $SETUP" >&2
@@ -246,6 +258,7 @@ if [ $NETNS = 1 ]; then
             --mca oob_tcp_if_include "$NSB_CIDR" -x FI_UDP_IFACE="$NSB_DEV")
     NET=$NSB_CIDR
     RAW_PEER=(-a "$H1" -C "$H2")
+    RAWGSO_PEER=(-C "$H2")
 else
     # Everything on loopback: OOB wire-up, BTLs, and the udp provider (used by
     # usnic and by rxd) restricted to interface lo.
@@ -269,6 +282,7 @@ if [ $NETNS = 1 ]; then
 else
     RAW_ARGS=(-p udp -a 127.0.0.1 -d "$DGRAM" -b "$RAW_SMALL" -S 1024 -r "$RAW_REPS" -T "$RAW_T")
 fi
+RAWGSO_ARGS=("${RAWGSO_PEER[@]}" -m "$RAWGSO_MODES" -d "$DGRAM" -r "$RAW_REPS" -t "$RAWGSO_T")
 
 # command line of a transport, into array CMD (and CMDX, SRV, SRVX)
 set_cmd() {
@@ -288,6 +302,23 @@ set_cmd() {
                    SRV=("$BUILD/fi_dgram_bench" -L "$H2")
                    SRVX=(ip netns exec "$(nsbed_ns 2)")
                fi ;;
+        rawgso) CMD=("$BUILD/gso_stream" "${@:2}")
+               CMDX=()
+               if [ $NETNS = 1 ]; then
+                   # the client sends in h1; its server receives / echoes in h2
+                   CMDX=(ip netns exec "$(nsbed_ns 1)")
+                   SRV=("$BUILD/gso_stream" -L "$H2")
+                   SRVX=(ip netns exec "$(nsbed_ns 2)")
+               fi ;;
+    esac
+}
+
+# set_cmd with the arguments of a measured run of transport $1
+set_run_cmd() {
+    case "$1" in
+        raw) set_cmd raw "${RAW_ARGS[@]}" ;;
+        rawgso) set_cmd rawgso "${RAWGSO_ARGS[@]}" ;;
+        *) set_cmd "$1" "${MPI_ARGS[@]}" ;;
     esac
 }
 
@@ -351,6 +382,8 @@ probe() {
     fi
     if [ "$t" = raw ]; then
         set_cmd raw "${RAW_PEER[@]}" -t lat -S 8 -s 8 -d 8 -b 8 -r 1 -n 20
+    elif [ "$t" = rawgso ]; then
+        set_cmd rawgso "${RAWGSO_PEER[@]}" -m gso,pp -d 1472 -r 1 -t 0.2
     elif [ "$t" = rxd ]; then
         set_cmd rxd -t lat -s 8 -S 8 -r 1 -i 20 -x 2
         CMD=("${CMD[@]:0:${#MPIRUN[@]}}" --mca mtl_base_verbose 10 "${CMD[@]:${#MPIRUN[@]}}")
@@ -368,7 +401,7 @@ probe() {
     unstarted "$PID"
     server_wait
     if [ $rc -eq 0 ] && [ "$SRVRC" -ne 0 ]; then
-        echo "run.sh: the fi_dgram_bench server exited with status $SRVRC:" >>"$log"
+        echo "run.sh: the ${SRV[0]##*/} server exited with status $SRVRC:" >>"$log"
         cat "$LOGDIR/probe-$t-server.log" >>"$log"
         rc=$SRVRC
     fi
@@ -380,7 +413,9 @@ probe() {
         STATUS[$t]="n/a: probe run failed ($why; see ${log#$HERE/})"
         return
     fi
-    if ! grep -q '^lat 8 ' "$log"; then
+    local expect='^lat 8 '
+    [ "$t" = rawgso ] && expect='^gso_stream: mode=gso '
+    if ! grep -q "$expect" "$log"; then
         STATUS[$t]="n/a: probe produced no result (see ${log#$HERE/})"
         return
     fi
@@ -412,7 +447,7 @@ probe() {
 for t in "${TLIST[@]}"; do probe "$t"; done
 progress_done
 for t in "${TLIST[@]}"; do
-    if [ "$t" = raw ]; then set_cmd raw "${RAW_ARGS[@]}"; else set_cmd "$t" "${MPI_ARGS[@]}"; fi
+    set_run_cmd "$t"
     CMDLINE[$t]=$(cmd_text)
     printf '# %-9s %s%s\n' "$t" "${STATUS[$t]}" "${DGINFO[$t]:+ (${DGINFO[$t]})}" >&2
 done
@@ -434,7 +469,7 @@ WIRE=$LOGDIR/wire.txt   # --netns: transport round h1-tx-bytes h2-tx-bytes
 
 run_one() {   # transport round
     local t=$1 r=$2 out=$LOGDIR/$1.r$2.out err=$LOGDIR/$1.r$2.err
-    if [ "$t" = raw ]; then set_cmd raw "${RAW_ARGS[@]}"; else set_cmd "$t" "${MPI_ARGS[@]}"; fi
+    set_run_cmd "$t"
     wait_idle
     local t0 n=0 sum=0 last tx1=0 tx2=0
     # --netns: bytes the hosts' veths send during the run (WIRE)
@@ -461,7 +496,7 @@ run_one() {   # transport round
     unstarted "$pid"
     server_wait
     if [ $rc -eq 0 ] && [ "$SRVRC" -ne 0 ]; then
-        echo "run.sh: the fi_dgram_bench server exited with status $SRVRC (see ${LOGDIR#"$HERE"/}/$t.r$r.server.log)" >>"$err"
+        echo "run.sh: the ${SRV[0]##*/} server exited with status $SRVRC (see ${LOGDIR#"$HERE"/}/$t.r$r.server.log)" >>"$err"
         rc=$SRVRC
     fi
     # t round rc seconds samples sum_of_runnable
@@ -491,7 +526,7 @@ echo "# $TOTAL runs in $(( $(date +%s) - T_START ))s; logs in ${LOGDIR#$HERE/}" 
 # ---------------------------------------------------------------- report
 STATFILE=$LOGDIR/status.txt
 : >"$STATFILE"
-for t in usnic usnic1472 tcp rxd raw; do
+for t in usnic usnic1472 tcp rxd raw rawgso; do
     if [[ ",$TRANSPORTS," == *",$t,"* ]]; then
         printf '%s\t%s\t%s\t%s\t%s\n' "$t" "${STATUS[$t]}" "${FAILS[$t]:-}" "${CMDLINE[$t]}" \
             "${DGINFO[$t]:-}" >>"$STATFILE"
@@ -544,6 +579,50 @@ agg = {}
 for k, v in per.items():
     agg[k] = (statistics.median([x[0] for x in v]), min(x[1] for x in v),
               max(x[2] for x in v), len(v))
+
+# rawgso: bench/gso_stream prints one 'gso_stream: mode=M size=S rep=R key=value ...'
+# line per repetition; per round: median/min/max over the repetitions
+GS_LINE = re.compile(r"^gso_stream: (.*)$")
+GS_KEYS = ["MB/s", "dgrams/s", "loss", "syscalls_per_MiB", "tx_syscalls_per_MiB",
+           "rx_syscalls_per_MiB", "dgrams_per_recv", "lat_us"]
+gs_per = {}     # (mode, size, key) -> list of (med, min, max), one per round
+gs_rows = []    # (round, mode, size, key, med, min, max)
+gs_notes = {}   # (mode, size) -> set of notes (fallbacks, no coalescing)
+for f in sorted(glob.glob(os.path.join(logdir, "rawgso.r*.out"))):
+    rnd = int(re.search(r"\.r(\d+)\.out$", f).group(1))
+    reps = {}
+    for line in open(f):
+        m = GS_LINE.match(line.rstrip("\n"))
+        if not m:
+            continue
+        kv = dict(x.split("=", 1) for x in m.group(1).split() if "=" in x)
+        if "mode" not in kv or not kv.get("size", "").isdigit():
+            continue
+        key = (kv["mode"], int(kv["size"]))
+        for k in GS_KEYS:
+            try:
+                v = float(kv[k])
+            except (KeyError, ValueError):
+                continue
+            reps.setdefault(key + (k,), []).append(v)
+        if kv["mode"] in ("gso", "gsoiov", "gsocopy"):
+            n = gs_notes.setdefault(key, set())
+            if kv.get("fallback"):
+                n.add("kernel refused UDP_SEGMENT: sent plain")
+            if kv.get("gro") == "0":
+                n.add("kernel refused UDP_GRO")
+            elif kv.get("segs_per_send") == "1":
+                n.add("one datagram per send (over 65507/2 bytes): nothing to segment")
+            elif kv.get("gro_chunks") == "0":
+                n.add("no coalesced (GRO) buffer arrived in some runs")
+    for k, v in sorted(reps.items()):
+        gs_per.setdefault(k, []).append((statistics.median(v), min(v), max(v)))
+        gs_rows.append((rnd,) + k + (statistics.median(v), min(v), max(v)))
+gs_agg = {k: (statistics.median([x[0] for x in v]), min(x[1] for x in v),
+              max(x[2] for x in v), len(v)) for k, v in gs_per.items()}
+
+def gs(mode, size, key):
+    return gs_agg.get((mode, size, key))
 
 def fmt(x):
     if x is None:
@@ -669,7 +748,7 @@ if netns:
 P("")
 P("| transport | status | command |")
 P("|---|---|---|")
-for tr in TR:
+for tr in TR + ["rawgso"]:
     st = status.get(tr, "n/a")
     if st == "ok":
         nr = len(glob.glob(os.path.join(logdir, f"{tr}.r*.out")))
@@ -705,6 +784,23 @@ for test in mpi_tests:
     if star:
         P("")
         P(f"\\* raw udp streaming goodput with {ceiling}-byte datagrams (largest single datagram reference).")
+    if test == "bw" and gs_agg:
+        # the kernel-UDP ceiling (rawgso) at usnic's datagram size and at 1472
+        big = max(sizes)
+        parts = []
+        for d in sorted({int(usnic_dg), 1472}):
+            g, pl = gs("gso", d, "MB/s"), gs("plain", d, "MB/s")
+            if not g:
+                continue
+            q = f"{d}-byte datagrams {fmt(g[0])} MB/s with UDP_SEGMENT/UDP_GRO"
+            q += f", {fmt(pl[0])} MB/s with one sendto per datagram" if pl else ""
+            u = get("usnic" if str(d) == str(usnic_dg) else "usnic1472", "bw", big)
+            if u:
+                q += f" (usnic{'' if str(d) == str(usnic_dg) else '1472'} at {big} B: {ratio(u, g)} of it)"
+            parts.append(q)
+        if parts:
+            P("")
+            P("Kernel UDP ceiling (rawgso, table \"Kernel UDP streaming ceiling\"): " + "; ".join(parts) + ".")
     if test == "bibw":
         P("")
         P("(raw udp has no bidirectional test.)")
@@ -746,6 +842,36 @@ if any(k[0] == "raw" and k[1] == "bw" for k in agg):
     for s in sorted(raw_sizes.get("bw", [])):
         P(f"| {s} | {cell(get('raw','bw',s))} | {cell(get('raw','rate',s))} | "
           f"{cell(get('raw','loss',s))} | {cell(get('raw','txrate',s))} |")
+    P("")
+
+if gs_agg:
+    P("## Kernel UDP streaming ceiling (rawgso: bench/gso_stream)")
+    P("")
+    P("One-way streaming of fixed-size datagrams over kernel UDP sockets (no libfabric, no "
+      "reliability), " + ("server in h2, client in h1" if netns else "both ends on 127.0.0.1") +
+      ": plain = one sendto per datagram, the receiver drains with recvmmsg; gso = UDP_SEGMENT "
+      "sends of up to 64 datagrams (at most 65507 bytes), the receiver enables UDP_GRO and "
+      "splits 64 KiB buffers at the reported gso_size; gsoiov = gso with a 56-byte header iovec "
+      "and a payload iovec per datagram, as the BTL would send. Goodput at the receiver; "
+      "syscalls per MiB = sender's sends per MiB sent + receiver's receive calls per MiB "
+      "received. The sender is not paced: loss is what the receiver could not take.")
+    P("")
+    P("| mode | datagram | goodput MB/s | datagrams/s | loss fraction | syscalls/MiB (tx + rx) | note |")
+    P("|---|---:|---|---|---|---|---|")
+    modes = ["plain", "plaingro", "gso", "gsoiov", "gsocopy"]
+    for mode in modes:
+        for d in sorted({k[1] for k in gs_agg if k[0] == mode}):
+            sc = [gs(mode, d, k) for k in ("syscalls_per_MiB", "tx_syscalls_per_MiB",
+                                             "rx_syscalls_per_MiB")]
+            scs = (f"{fmt(sc[0][0])} ({fmt(sc[1][0])} + {fmt(sc[2][0])})"
+                   if all(sc) else "n/a")
+            P(f"| {mode} | {d} | {cell(gs(mode, d, 'MB/s'))} | {cell(gs(mode, d, 'dgrams/s'))} | "
+              f"{cell(gs(mode, d, 'loss'))} | {scs} | {'; '.join(sorted(gs_notes.get((mode, d), [])))} |")
+    lat = gs("pp", 8, "lat_us")
+    if lat:
+        P("")
+        P(f"8-byte ping-pong over the same sockets (sendto/recvfrom, both sides busy-polling): "
+          f"half round trip {cell(lat)} us (median of the per-repetition medians).")
     P("")
 
 runs = []
@@ -943,8 +1069,18 @@ if shutil.which("gnuplot"):
             sys.stderr.write(f"# plot: {prefix}.png\n")
 else:
     sys.stderr.write("# gnuplot not found: no plot\n")
+# rawgso (gso_stream): per round and combined ("all"), one row per mode, size, metric
+if gs_rows:
+    with open(prefix + "-rawgso.csv", "w") as f:
+        f.write("round,mode,size,metric,median,min,max" + SH + "\n")
+        for r in sorted(gs_rows):
+            f.write(",".join(str(x) for x in r) + SX + "\n")
+        for k, a in sorted(gs_agg.items()):
+            f.write(",".join(["all"] + [str(x) for x in k] + [repr(a[0]), repr(a[1]), repr(a[2])])
+                    + SX + "\n")
 sys.stderr.write(f"# tables: {prefix}.md  csv: {prefix}.csv {prefix}-rounds.csv"
-                 + (f" {prefix}-retrans.csv" if usn else "") + "\n")
+                 + (f" {prefix}-retrans.csv" if usn else "")
+                 + (f" {prefix}-rawgso.csv" if gs_rows else "") + "\n")
 PY
 rc=$?
 # The instruction count of one 8-byte send+receive (bench/callgrind.sh),

@@ -1,0 +1,1202 @@
+/*
+ * gso_stream: raw UDP streaming probe, the ceiling for a kernel-UDP backend
+ * of the BTL (no libfabric, no MPI, no reliability).
+ *
+ * One-way streaming of fixed-size datagrams for -t seconds from a sender
+ * (the client, which measures and prints) to a receiver (the server), in
+ * these modes (-m):
+ *   plain     one sendto() per datagram; the receiver drains with recvmmsg()
+ *             (blocking, MSG_WAITFORONE; -p: busy-polling, MSG_DONTWAIT)
+ *   plaingro  as plain, but the receiver enables UDP_GRO: shows whether the
+ *             receiving device coalesces plain datagrams (lo never does; on
+ *             the veth test bed none were, even with GRO turned on:
+ *             docs/perf-gso-raw.md)
+ *   gso       the sender sets UDP_SEGMENT to the datagram size, so one
+ *             sendmsg() carries up to -s datagrams (and at most 65507 bytes);
+ *             the receiver enables UDP_GRO, receives 64 KiB buffers with
+ *             recvmmsg() and splits each one at the gso_size of its UDP_GRO
+ *             cmsg
+ *   gsoiov    as gso, but every segment is two iovecs, a 56-byte header and
+ *             its payload, as the BTL sends a header in front of user data
+ *             without copying the data an extra time
+ *   gsocopy   as gso, but every send first copies each segment's 56-byte header
+ *             and payload from separate buffers into one contiguous buffer: the
+ *             alternative to gsoiov (an extra copy instead of more iovecs)
+ *   pp        reference latency: 8-byte ping-pong, sendto()/recvfrom() with
+ *             MSG_DONTWAIT busy-polling on both sides (with a sched_yield()
+ *             every GS_PP_YIELD empty polls, so that two pollers sharing one
+ *             CPU do not wait a whole time slice for each other)
+ * If the kernel refuses UDP_SEGMENT (setsockopt, or EIO on the first send)
+ * the measurement falls back to plain sends and says so (gso=0
+ * fallback=plain); a refused UDP_GRO is reported as gro=0.
+ *
+ * Both sockets are unconnected (sendto/sendmsg name the peer every time, as a
+ * BTL with many peers would); socket buffers are -B bytes, forced as root
+ * (SO_SNDBUFFORCE / SO_RCVBUFFORCE).  The sender paces nothing; the receiver
+ * counts the datagrams of this measurement (each starts with the
+ * measurement's 32-bit run id) and the loss is what did not arrive.
+ *
+ * Processes: "-L addr[:port]" is the server: it waits for one client on TCP
+ * addr:port (default 47473), receives on UDP addr:port and exits when that
+ * client says goodbye.  "-C addr[:port]" is the client.  Without either, the
+ * program forks a server on -a (default 127.0.0.1) and is the client.  The
+ * TCP connection carries the control messages (struct ctl_msg); both ends
+ * run this same binary (same byte order, checked by the magic number).
+ *
+ * Output (stdout), one line per measurement (mode x size x repetition):
+ *   gso_stream: mode=gso size=1472 rep=1 MB/s=... dgrams/s=... dgrams=...
+ *     sent=... loss=... syscalls_per_MiB=... tx_syscalls_per_MiB=...
+ *     rx_syscalls_per_MiB=... segs_per_send=... dgrams_per_recv=...
+ *     tx_MB/s=... tx_cpu_us_per_MiB=... rx_cpu_us_per_MiB=... rx_drops=...
+ *     stale=... gro_chunks=... rx=block rx_empty_polls=... gso=1 gro=1
+ *     seconds=...
+ *   gso_stream: mode=pp size=8 rep=1 lat_us=... min_us=... mean_us=...
+ *     iters=... lost=...
+ * MB/s is the receiver's goodput (1 MB = 1e6 bytes): datagram bytes received
+ * after its first receive call, over the time from that call to its last
+ * one.  tx_/rx_syscalls_per_MiB are the sender's sends per MiB sent and the
+ * receiver's data-returning receive calls per MiB received; syscalls_per_MiB
+ * is their sum.  *_cpu_us_per_MiB: the thread's CPU time in its loop (on lo
+ * and veth the sender's CPU also covers the receive path up to the socket
+ * queue, which runs in the sending syscall).  rx_drops: the receiving
+ * socket's drop counter (SO_MEMINFO); gro_chunks: buffers that arrived with a
+ * UDP_GRO cmsg.  Lines starting with '#' are comments (socket buffers,
+ * fallbacks).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define GS_PORT_DEFAULT 47473
+#define GS_UDP_MAX 65507 /* 65535 - 20 (IPv4) - 8 (UDP) */
+#define GS_RXBUF 65536   /* one receive buffer: a whole GRO chunk */
+#define GS_HDR 56        /* gsoiov, gsocopy: header bytes per segment */
+#define GS_MAX_SIZES 16
+#define GS_MAX_SEGS 128               /* iovec pairs per sendmsg */
+#define GS_IDLE_MS 20                 /* receiver: queue idle this long = stream over */
+#define GS_PP_SIZE 8                  /* ping-pong datagram */
+#define GS_PP_WARMUP 200              /* ping-pong round trips not measured */
+#define GS_PP_TIMEOUT_NS 1000000000LL /* a reply not seen within this: lost */
+#define GS_PP_MAX_SAMPLES (1 << 21)
+#define GS_PP_YIELD 256 /* ping-pong: sched_yield() after this many empty polls */
+#define GS_ACCEPT_TIMEOUT_MS 60000
+#define GS_CONNECT_TIMEOUT_S 10
+#define GS_MAGIC 0x67736f31u /* "gso1" */
+
+enum gs_mode {
+    GS_PLAIN,
+    GS_PLAINGRO,
+    GS_GSO,
+    GS_GSOIOV,
+    GS_GSOCOPY,
+    GS_PP,
+    GS_NMODES
+};
+static const char *const gs_mode_name[GS_NMODES] = {"plain",  "plaingro", "gso",
+                                                    "gsoiov", "gsocopy",  "pp"};
+
+/* control messages, client <-> server */
+enum gs_op {
+    GS_START = 1, /* c->s: mode, size, run_id, want_gro, sockbuf, batch */
+    GS_READY,     /* s->c: port (UDP), gro (1 granted, 0 refused), err, sockbuf (effective) */
+    GS_END,       /* c->s: the stream (or ping-pong) is over */
+    GS_RESULT,    /* s->c: the receiver's counters */
+    GS_BYE        /* c->s: no more measurements; the server exits */
+};
+
+struct ctl_msg {
+    uint32_t magic; /* GS_MAGIC: same binary, same byte order */
+    uint32_t op;    /* enum gs_op */
+    uint32_t mode;  /* enum gs_mode */
+    uint32_t size;  /* datagram bytes */
+    uint32_t run_id;
+    uint32_t want_gro; /* START: enable UDP_GRO on the receiving socket */
+    uint32_t port;     /* READY: the server's UDP port */
+    uint32_t gro;      /* READY: 1 = UDP_GRO enabled */
+    int32_t err;       /* READY: errno of a refused UDP_GRO */
+    uint32_t batch;    /* START: recvmmsg vector length */
+    uint32_t rx_poll;  /* START: 1 = receiver busy-polls (MSG_DONTWAIT), 0 = blocks */
+    uint32_t pad;
+    uint64_t sockbuf; /* START: requested; READY: effective SO_RCVBUF */
+    /* RESULT */
+    uint64_t dgrams;     /* datagrams of this run received */
+    uint64_t bytes;      /* their bytes */
+    uint64_t win_dgrams; /* datagrams received after the first receive call */
+    uint64_t win_bytes;  /* their bytes */
+    uint64_t win_ns;     /* first to last data-returning receive call */
+    uint64_t calls;      /* data-returning receive calls */
+    uint64_t chunks;     /* buffers received (a GRO chunk holds several datagrams) */
+    uint64_t gro_chunks; /* buffers that came with a UDP_GRO cmsg */
+    uint64_t stale;      /* datagrams of another run, ignored */
+    uint64_t drops;      /* SO_MEMINFO drops of the receiving socket */
+    uint64_t cpu_ns;     /* receiver thread CPU time in its loop */
+    uint64_t empty;      /* busy-polling receiver: receive calls that found nothing */
+};
+_Static_assert(sizeof(struct ctl_msg) == 152, "ctl_msg layout");
+
+/* every datagram starts with this (gsoiov: the first bytes of its header) */
+struct gs_hdr {
+    uint32_t run_id;
+    uint32_t seq;
+    uint8_t pad[GS_HDR - 8];
+};
+_Static_assert(sizeof(struct gs_hdr) == GS_HDR, "gs_hdr size");
+
+struct opts {
+    int role;             /* 0: fork both, 'L': server, 'C': client */
+    const char *peer;     /* -L / -C address */
+    int port;             /* -L / -C port */
+    const char *addr;     /* -a: local address (fork mode: both sides) */
+    int modes[GS_NMODES]; /* -m, in order */
+    int nmodes;
+    size_t sizes[GS_MAX_SIZES]; /* -d */
+    int nsizes;
+    double seconds; /* -t */
+    int reps;       /* -r */
+    int sockbuf;    /* -B */
+    int batch;      /* -b */
+    int maxsegs;    /* -s */
+    int rx_poll;    /* -p */
+};
+
+static struct opts o;
+static const char *self_name = "client";
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "gso_stream[%s]: ", self_name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static int64_t now_ns(clockid_t clk)
+{
+    struct timespec ts;
+
+    clock_gettime(clk, &ts);
+    return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* control channel                                                           */
+
+static int ctl_fd = -1;
+
+static void ctl_send(struct ctl_msg *m, uint32_t op)
+{
+    const char *p = (const char *) m;
+    size_t left = sizeof(*m);
+
+    m->magic = GS_MAGIC;
+    m->op = op;
+    while (left > 0) {
+        ssize_t n = send(ctl_fd, p, left, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (EINTR == errno) {
+                continue;
+            }
+            die("control send: %s", strerror(errno));
+        }
+        p += n;
+        left -= (size_t) n;
+    }
+}
+
+/* Read one message; wait at most timeout_ms (-1: forever).  Returns 0 on
+ * timeout before its first byte, 1 on a message; dies otherwise. */
+static int ctl_recv(struct ctl_msg *m, int timeout_ms)
+{
+    char *p = (char *) m;
+    size_t got = 0;
+
+    while (got < sizeof(*m)) {
+        struct pollfd pfd = {.fd = ctl_fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, got == 0 ? timeout_ms : 10000);
+        ssize_t n;
+
+        if (pr < 0 && EINTR == errno) {
+            continue;
+        }
+        if (pr < 0) {
+            die("control poll: %s", strerror(errno));
+        }
+        if (0 == pr) {
+            if (0 == got) {
+                return 0;
+            }
+            die("control message cut short");
+        }
+        n = recv(ctl_fd, p + got, sizeof(*m) - got, 0);
+        if (n < 0 && EINTR == errno) {
+            continue;
+        }
+        if (n < 0) {
+            die("control recv: %s", strerror(errno));
+        }
+        if (0 == n) {
+            die("control connection closed by the peer");
+        }
+        got += (size_t) n;
+    }
+    if (GS_MAGIC != m->magic) {
+        die("control message with a bad magic number (another program or byte order?)");
+    }
+    return 1;
+}
+
+static void ctl_expect(struct ctl_msg *m, uint32_t op, int timeout_ms)
+{
+    if (!ctl_recv(m, timeout_ms)) {
+        die("control: no answer from the peer within %d ms", timeout_ms);
+    }
+    if (m->op != op) {
+        die("control: expected message %u, got %u", op, m->op);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* sockets                                                                   */
+
+static void parse_addr(const char *text, int default_port, struct sockaddr_in *sa)
+{
+    char host[64];
+    const char *colon = strrchr(text, ':');
+    size_t hl = colon ? (size_t) (colon - text) : strlen(text);
+    int port = default_port;
+
+    if (hl >= sizeof(host)) {
+        die("address too long: %s", text);
+    }
+    memcpy(host, text, hl);
+    host[hl] = '\0';
+    if (colon) {
+        char *end;
+        long v = strtol(colon + 1, &end, 10);
+        if ('\0' != *end || v < 0 || v > 65535) {
+            die("bad port in %s", text);
+        }
+        port = (int) v;
+    }
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t) port);
+    if (1 != inet_pton(AF_INET, host, &sa->sin_addr)) {
+        die("not an IPv4 address: %s", host);
+    }
+}
+
+/* Socket buffers of bytes each (forced for root / CAP_NET_ADMIN, otherwise
+ * capped by net.core.[rw]mem_max); returns the effective SO_RCVBUF. */
+static int set_bufs(int fd, int bytes)
+{
+    int eff = 0;
+    socklen_t len = sizeof(eff);
+
+    if (bytes > 0) {
+        if (0 != setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes))) {
+            (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+        }
+        if (0 != setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes))) {
+            (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+        }
+    }
+    (void) getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &eff, &len);
+    return eff;
+}
+
+static int udp_socket(const struct sockaddr_in *bind_to, int bytes, int *rcvbuf)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) {
+        die("socket: %s", strerror(errno));
+    }
+    *rcvbuf = set_bufs(fd, bytes);
+    if (bind_to && 0 != bind(fd, (const struct sockaddr *) bind_to, sizeof(*bind_to))) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static uint64_t socket_drops(int fd)
+{
+    uint32_t mem[SK_MEMINFO_VARS];
+    socklen_t len = sizeof(mem);
+
+    if (0 == getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mem, &len) &&
+        len > SK_MEMINFO_DROPS * sizeof(mem[0])) {
+        return mem[SK_MEMINFO_DROPS];
+    }
+    return 0;
+}
+
+static int tcp_listen(const struct sockaddr_in *sa)
+{
+    int one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) {
+        die("socket: %s", strerror(errno));
+    }
+    (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (0 != bind(fd, (const struct sockaddr *) sa, sizeof(*sa)) || 0 != listen(fd, 1)) {
+        die("TCP listen on %s:%d: %s", inet_ntoa(sa->sin_addr), ntohs(sa->sin_port),
+            strerror(errno));
+    }
+    return fd;
+}
+
+static int tcp_accept(int lfd)
+{
+    struct pollfd pfd = {.fd = lfd, .events = POLLIN};
+    int fd, one = 1;
+
+    if (poll(&pfd, 1, GS_ACCEPT_TIMEOUT_MS) <= 0) {
+        die("no client within %d s", GS_ACCEPT_TIMEOUT_MS / 1000);
+    }
+    fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) {
+        die("accept: %s", strerror(errno));
+    }
+    (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
+
+/* connect to the server, retrying while it is not listening yet */
+static int tcp_connect(const struct sockaddr_in *sa, const struct sockaddr_in *local)
+{
+    int64_t deadline = now_ns(CLOCK_MONOTONIC) + GS_CONNECT_TIMEOUT_S * 1000000000LL;
+    int one = 1;
+
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            die("socket: %s", strerror(errno));
+        }
+        if (local && 0 != bind(fd, (const struct sockaddr *) local, sizeof(*local))) {
+            die("bind to %s: %s", inet_ntoa(local->sin_addr), strerror(errno));
+        }
+        if (0 == connect(fd, (const struct sockaddr *) sa, sizeof(*sa))) {
+            (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            return fd;
+        }
+        if ((ECONNREFUSED != errno && ENETUNREACH != errno) || now_ns(CLOCK_MONOTONIC) > deadline) {
+            die("connect to %s:%d: %s", inet_ntoa(sa->sin_addr), ntohs(sa->sin_port),
+                strerror(errno));
+        }
+        close(fd);
+        usleep(50000);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* server (receiver, echoer)                                                 */
+
+struct rx_ring {
+    int n;
+    char *buf;
+    struct mmsghdr *mm;
+    struct iovec *iov;
+    char *cbuf;
+};
+
+#define GS_CMSG_SPACE CMSG_SPACE(sizeof(int))
+
+static void rx_ring_init(struct rx_ring *r, int n)
+{
+    r->n = n;
+    r->buf = malloc((size_t) n * GS_RXBUF);
+    r->mm = calloc((size_t) n, sizeof(*r->mm));
+    r->iov = calloc((size_t) n, sizeof(*r->iov));
+    r->cbuf = calloc((size_t) n, GS_CMSG_SPACE);
+    if (!r->buf || !r->mm || !r->iov || !r->cbuf) {
+        die("out of memory");
+    }
+    memset(r->buf, 0, (size_t) n * GS_RXBUF);
+    for (int i = 0; i < n; i++) {
+        r->iov[i].iov_base = r->buf + (size_t) i * GS_RXBUF;
+        r->iov[i].iov_len = GS_RXBUF;
+        r->mm[i].msg_hdr.msg_iov = &r->iov[i];
+        r->mm[i].msg_hdr.msg_iovlen = 1;
+        r->mm[i].msg_hdr.msg_control = r->cbuf + (size_t) i * GS_CMSG_SPACE;
+    }
+}
+
+static void rx_ring_free(struct rx_ring *r)
+{
+    free(r->buf);
+    free(r->mm);
+    free(r->iov);
+    free(r->cbuf);
+}
+
+/* gso_size of a received buffer: its UDP_GRO cmsg, or 0 if none */
+static int gro_size(struct msghdr *mh)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+        if (SOL_UDP == c->cmsg_level && UDP_GRO == c->cmsg_type) {
+            int v;
+            memcpy(&v, CMSG_DATA(c), sizeof(v));
+            return v;
+        }
+    }
+    return 0;
+}
+
+/* count the datagrams of one received buffer into res */
+static uint64_t rx_account(struct msghdr *mh, size_t len, uint32_t run_id, struct ctl_msg *res)
+{
+    const char *p = mh->msg_iov[0].iov_base;
+    int gso = gro_size(mh);
+    size_t seg = gso > 0 ? (size_t) gso : len;
+    uint64_t bytes = 0;
+
+    if (mh->msg_flags & MSG_TRUNC) {
+        die("received buffer truncated (datagram larger than %d bytes?)", GS_RXBUF);
+    }
+    res->chunks++;
+    if (gso > 0) {
+        res->gro_chunks++;
+    }
+    for (size_t off = 0; off < len; off += seg) {
+        size_t l = len - off < seg ? len - off : seg;
+        uint32_t id = 0;
+        if (l >= sizeof(id)) {
+            memcpy(&id, p + off, sizeof(id));
+        }
+        if (id == run_id && l >= sizeof(id)) {
+            res->dgrams++;
+            bytes += l;
+        } else {
+            res->stale++;
+        }
+    }
+    res->bytes += bytes;
+    return bytes;
+}
+
+static void serve_stream(int fd, const struct ctl_msg *start, struct ctl_msg *res)
+{
+    struct rx_ring r;
+    struct ctl_msg end;
+    struct timeval tv = {.tv_sec = 0, .tv_usec = GS_IDLE_MS * 1000};
+    int64_t first = 0, last = 0, cpu0;
+    uint64_t drops0 = socket_drops(fd);
+    int end_seen = 0;
+    int flags = start->rx_poll ? MSG_DONTWAIT : MSG_WAITFORONE;
+    int64_t mark; /* last data or idle check (busy-polling) */
+
+    rx_ring_init(&r, (int) start->batch);
+    (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+    mark = now_ns(CLOCK_MONOTONIC);
+    for (;;) {
+        int n;
+
+        for (int i = 0; i < r.n; i++) {
+            r.mm[i].msg_hdr.msg_controllen = GS_CMSG_SPACE;
+            r.mm[i].msg_hdr.msg_flags = 0;
+        }
+        n = recvmmsg(fd, r.mm, (unsigned int) r.n, flags, NULL);
+        if (n > 0) {
+            int64_t t = now_ns(CLOCK_MONOTONIC);
+            uint64_t b = 0, d = res->dgrams;
+            for (int i = 0; i < n; i++) {
+                b += rx_account(&r.mm[i].msg_hdr, r.mm[i].msg_len, start->run_id, res);
+            }
+            if (0 == res->calls) {
+                first = t;
+            } else {
+                res->win_bytes += b;
+                res->win_dgrams += res->dgrams - d;
+            }
+            last = mark = t;
+            res->calls++;
+            continue;
+        }
+        if (n < 0 && EAGAIN != errno && EWOULDBLOCK != errno && EINTR != errno) {
+            die("recvmmsg: %s", strerror(errno));
+        }
+        if (start->rx_poll) {
+            int64_t t = now_ns(CLOCK_MONOTONIC);
+            if (t - mark < GS_IDLE_MS * 1000000LL) {
+                res->empty++;
+                continue;
+            }
+            mark = t;
+        }
+        /* the queue was idle for GS_IDLE_MS */
+        if (end_seen) {
+            break;
+        }
+        if (ctl_recv(&end, 0)) {
+            if (GS_END != end.op) {
+                die("control: expected the end of the stream, got %u", end.op);
+            }
+            end_seen = 1; /* drain whatever is still queued, then stop */
+        }
+    }
+    res->cpu_ns = (uint64_t) (now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
+    res->win_ns = (uint64_t) (last - first);
+    res->drops = socket_drops(fd) - drops0;
+    rx_ring_free(&r);
+}
+
+static void serve_pingpong(int fd, const struct ctl_msg *start, struct ctl_msg *res)
+{
+    char buf[256];
+    struct ctl_msg end;
+    unsigned idle = 0;
+
+    (void) start;
+    for (;;) {
+        struct sockaddr_in from;
+        socklen_t fl = sizeof(from);
+        ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *) &from, &fl);
+        if (n > 0) {
+            if (sendto(fd, buf, (size_t) n, 0, (struct sockaddr *) &from, fl) < 0 &&
+                EAGAIN != errno && ENOBUFS != errno) {
+                die("sendto: %s", strerror(errno));
+            }
+            res->dgrams++;
+            idle = 0;
+            continue;
+        }
+        if (n < 0 && EAGAIN != errno && EWOULDBLOCK != errno && EINTR != errno) {
+            die("recvfrom: %s", strerror(errno));
+        }
+        if (0 == (++idle % GS_PP_YIELD)) {
+            sched_yield();
+        }
+        if (0 == (idle & 1023) && ctl_recv(&end, 0)) {
+            if (GS_END != end.op) {
+                die("control: expected the end of the ping-pong, got %u", end.op);
+            }
+            break;
+        }
+    }
+}
+
+/* serve one client: measurements until GS_BYE */
+static void server_loop(const struct sockaddr_in *local)
+{
+    struct ctl_msg m;
+
+    for (;;) {
+        struct sockaddr_in sa = *local;
+        struct ctl_msg res;
+        int fd, rcvbuf, on;
+
+        (void) ctl_recv(&m, -1);
+        if (GS_BYE == m.op) {
+            return;
+        }
+        if (GS_START != m.op) {
+            die("control: expected a measurement or goodbye, got %u", m.op);
+        }
+        if (m.mode >= GS_NMODES || m.batch < 1 || m.batch > 1024 || m.sockbuf > INT_MAX) {
+            die("control: bad START message");
+        }
+        /* a fresh socket per measurement: nothing of an earlier one is queued */
+        fd = udp_socket(&sa, (int) m.sockbuf, &rcvbuf);
+        if (fd < 0 && EADDRINUSE == errno) {
+            sa.sin_port = 0;
+            fd = udp_socket(&sa, (int) m.sockbuf, &rcvbuf);
+        }
+        if (fd < 0) {
+            die("UDP bind to %s: %s", inet_ntoa(sa.sin_addr), strerror(errno));
+        }
+        socklen_t sl = sizeof(sa);
+        (void) getsockname(fd, (struct sockaddr *) &sa, &sl);
+        memset(&res, 0, sizeof(res));
+        res.port = ntohs(sa.sin_port);
+        res.sockbuf = (uint64_t) rcvbuf;
+        if (m.want_gro) {
+            on = 1;
+            if (0 == setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof(on))) {
+                res.gro = 1;
+            } else {
+                res.err = errno;
+            }
+        }
+        ctl_send(&res, GS_READY);
+        memset(&res, 0, sizeof(res));
+        if (GS_PP == m.mode) {
+            serve_pingpong(fd, &m, &res);
+        } else {
+            serve_stream(fd, &m, &res);
+        }
+        close(fd);
+        ctl_send(&res, GS_RESULT);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* client (sender, pinger)                                                   */
+
+struct tx_stats {
+    uint64_t dgrams, bytes, calls, errs;
+    int64_t ns, cpu_ns;
+    int segs;     /* datagrams per send */
+    int fallback; /* 1: UDP_SEGMENT refused, sent plain */
+};
+
+/* Try UDP_SEGMENT = size on fd; 0 on success, the errno otherwise. */
+static int gso_enable(int fd, int size)
+{
+    return 0 == setsockopt(fd, SOL_UDP, UDP_SEGMENT, &size, sizeof(size)) ? 0 : errno;
+}
+
+static void say_fallback(int mode, size_t size, int err, const char *how)
+{
+    printf("# gso_stream: mode=%s size=%zu: the kernel refused UDP_SEGMENT (%s: %s); "
+           "falling back to plain sends (one datagram per sendto)\n",
+           gs_mode_name[mode], size, how, strerror(err));
+}
+
+static void stream_send(int fd, const struct sockaddr_in *dst, int mode, size_t size,
+                        uint32_t run_id, struct tx_stats *st)
+{
+    int gso = GS_GSO == mode || GS_GSOIOV == mode || GS_GSOCOPY == mode;
+    int copy = GS_GSOCOPY == mode;
+    int segs = 1, err;
+    struct gs_hdr hdrs[GS_MAX_SEGS];
+    struct iovec iov[2 * GS_MAX_SEGS];
+    struct msghdr mh;
+    char *buf;
+    char *src = NULL;            /* gsocopy: the payloads, copied on every send */
+    size_t plen = size - GS_HDR; /* gsoiov, gsocopy: payload per segment */
+    uint32_t seq = 0;
+    int64_t t0, deadline, cpu0;
+
+    if (gso && 0 != (err = gso_enable(fd, (int) size))) {
+        say_fallback(mode, size, err, "setsockopt");
+        st->fallback = 1;
+        gso = 0;
+    }
+    if (gso) {
+        segs = (int) (GS_UDP_MAX / size);
+        segs = segs > o.maxsegs ? o.maxsegs : segs < 1 ? 1 : segs;
+    }
+    buf = malloc((size_t) segs * size);
+    if (!buf) {
+        die("out of memory");
+    }
+    memset(buf, 0xa5, (size_t) segs * size);
+    if (copy) {
+        src = malloc((size_t) segs * plen);
+        if (!src) {
+            die("out of memory");
+        }
+        memset(src, 0x5a, (size_t) segs * plen);
+    }
+    memset(hdrs, 0, sizeof(hdrs));
+    for (int k = 0; k < GS_MAX_SEGS; k++) {
+        hdrs[k].run_id = run_id;
+    }
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_name = (void *) dst;
+    mh.msg_namelen = sizeof(*dst);
+    mh.msg_iov = iov;
+    if (GS_GSOIOV == mode && gso) {
+        /* header iovec + payload iovec per segment; the payload is one buffer */
+        for (int k = 0; k < segs; k++) {
+            iov[2 * k].iov_base = &hdrs[k];
+            iov[2 * k].iov_len = GS_HDR;
+            iov[2 * k + 1].iov_base = buf + (size_t) k * plen;
+            iov[2 * k + 1].iov_len = plen;
+        }
+        mh.msg_iovlen = (size_t) (2 * segs);
+    } else {
+        iov[0].iov_base = buf;
+        iov[0].iov_len = (size_t) segs * size;
+        mh.msg_iovlen = 1;
+    }
+
+restart:
+    st->segs = segs;
+    t0 = now_ns(CLOCK_MONOTONIC);
+    cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+    deadline = t0 + (int64_t) (o.seconds * 1e9);
+    for (;;) {
+        ssize_t n;
+
+        if (0 == (st->calls & 15) && now_ns(CLOCK_MONOTONIC) >= deadline) {
+            break;
+        }
+        /* every datagram's header: run id and sequence number */
+        if (mh.msg_iovlen > 1) {
+            for (int k = 0; k < segs; k++) {
+                hdrs[k].seq = seq++;
+            }
+        } else if (copy) {
+            for (int k = 0; k < segs; k++) {
+                char *d = buf + (size_t) k * size;
+                hdrs[k].seq = seq++;
+                memcpy(d, &hdrs[k], GS_HDR);
+                memcpy(d + GS_HDR, src + (size_t) k * plen, plen);
+            }
+        } else {
+            for (int k = 0; k < segs; k++) {
+                struct gs_hdr h = {.run_id = run_id, .seq = seq++};
+                memcpy(buf + (size_t) k * size, &h, 8);
+            }
+        }
+        if (1 == segs && mh.msg_iovlen == 1) {
+            n = sendto(fd, buf, size, 0, (const struct sockaddr *) dst, sizeof(*dst));
+        } else {
+            n = sendmsg(fd, &mh, 0);
+        }
+        if (n < 0) {
+            if (EIO == errno && gso && 0 == st->calls) {
+                /* UDP_SEGMENT accepted, but the device cannot segment */
+                say_fallback(mode, size, errno, "first sendmsg");
+                err = 0;
+                (void) setsockopt(fd, SOL_UDP, UDP_SEGMENT, &err, sizeof(err));
+                st->fallback = 1;
+                gso = 0;
+                segs = 1;
+                iov[0].iov_base = buf;
+                iov[0].iov_len = size;
+                mh.msg_iovlen = 1;
+                goto restart;
+            }
+            if (EAGAIN == errno || ENOBUFS == errno || EINTR == errno || ECONNREFUSED == errno) {
+                st->errs++;
+                continue;
+            }
+            die("send of %d x %zu bytes: %s", segs, size, strerror(errno));
+        }
+        st->calls++;
+        st->dgrams += (uint64_t) segs;
+        st->bytes += (uint64_t) n;
+    }
+    st->cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    st->ns = now_ns(CLOCK_MONOTONIC) - t0;
+    free(buf);
+    free(src);
+}
+
+static double per_mib(double count, double bytes)
+{
+    return bytes > 0 ? count / (bytes / 1048576.0) : 0.0;
+}
+
+static void measure_stream(const struct sockaddr_in *server, const struct sockaddr_in *local,
+                           int mode, size_t size, int rep, uint32_t run_id)
+{
+    struct ctl_msg m;
+    struct tx_stats st;
+    struct sockaddr_in dst = *server;
+    int fd, rcvbuf;
+    int want_gro = GS_PLAIN != mode;
+    static int said_bufs;
+
+    memset(&m, 0, sizeof(m));
+    memset(&st, 0, sizeof(st));
+    fd = udp_socket(local, o.sockbuf, &rcvbuf);
+    if (fd < 0) {
+        die("UDP bind to %s: %s", inet_ntoa(local->sin_addr), strerror(errno));
+    }
+    m.mode = (uint32_t) mode;
+    m.size = (uint32_t) size;
+    m.run_id = run_id;
+    m.want_gro = (uint32_t) want_gro;
+    m.batch = (uint32_t) o.batch;
+    m.rx_poll = (uint32_t) o.rx_poll;
+    m.sockbuf = (uint64_t) o.sockbuf;
+    ctl_send(&m, GS_START);
+    ctl_expect(&m, GS_READY, 30000);
+    dst.sin_port = htons((uint16_t) m.port);
+    if (!said_bufs) {
+        int snd = 0;
+        socklen_t sl = sizeof(snd);
+        (void) getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, &sl);
+        printf("# gso_stream: socket buffers (as the kernel reports them): sender SO_SNDBUF %d, "
+               "receiver SO_RCVBUF %llu\n",
+               snd, (unsigned long long) m.sockbuf);
+        said_bufs = 1;
+    }
+    if (want_gro && !m.gro) {
+        printf("# gso_stream: mode=%s size=%zu: the receiver's kernel refused UDP_GRO (%s); it "
+               "receives one datagram per buffer\n",
+               gs_mode_name[mode], size, strerror(m.err));
+    }
+    int gro = (int) m.gro;
+
+    stream_send(fd, &dst, mode, size, run_id, &st);
+    close(fd);
+    memset(&m, 0, sizeof(m));
+    ctl_send(&m, GS_END);
+    ctl_expect(&m, GS_RESULT, 30000 + (int) (o.seconds * 1000));
+
+    double win = (double) m.win_ns * 1e-9;
+    double mbs = win > 0 ? (double) m.win_bytes / win / 1e6 : 0.0;
+    double dps = win > 0 ? (double) m.win_dgrams / win : 0.0;
+    double loss = st.dgrams ? 1.0 - (double) m.dgrams / (double) st.dgrams : 0.0;
+    double txs = per_mib((double) st.calls, (double) st.bytes);
+    double rxs = per_mib((double) m.calls, (double) m.bytes);
+
+    printf("gso_stream: mode=%s size=%zu rep=%d MB/s=%.1f dgrams/s=%.0f dgrams=%llu sent=%llu "
+           "loss=%.6f syscalls_per_MiB=%.2f tx_syscalls_per_MiB=%.2f rx_syscalls_per_MiB=%.2f "
+           "segs_per_send=%d dgrams_per_recv=%.2f tx_MB/s=%.1f tx_cpu_us_per_MiB=%.1f "
+           "rx_cpu_us_per_MiB=%.1f rx_drops=%llu stale=%llu gro_chunks=%llu rx=%s "
+           "rx_empty_polls=%llu gso=%d gro=%d%s seconds=%.3f\n",
+           gs_mode_name[mode], size, rep, mbs, dps, (unsigned long long) m.dgrams,
+           (unsigned long long) st.dgrams, loss < 0 ? 0.0 : loss, txs + rxs, txs, rxs, st.segs,
+           m.calls ? (double) m.dgrams / (double) m.calls : 0.0,
+           st.ns > 0 ? (double) st.bytes / ((double) st.ns * 1e-9) / 1e6 : 0.0,
+           per_mib((double) st.cpu_ns * 1e-3, (double) st.bytes),
+           per_mib((double) m.cpu_ns * 1e-3, (double) m.bytes), (unsigned long long) m.drops,
+           (unsigned long long) m.stale, (unsigned long long) m.gro_chunks,
+           o.rx_poll ? "poll" : "block", (unsigned long long) m.empty,
+           (GS_GSO == mode || GS_GSOIOV == mode || GS_GSOCOPY == mode) && !st.fallback, gro,
+           st.fallback ? " fallback=plain" : "", win);
+    fflush(stdout);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+    return x < y ? -1 : x > y;
+}
+
+static void measure_pingpong(const struct sockaddr_in *server, const struct sockaddr_in *local,
+                             int rep, uint32_t run_id)
+{
+    struct ctl_msg m;
+    struct sockaddr_in dst = *server;
+    int fd, rcvbuf;
+    int64_t *samples = malloc(GS_PP_MAX_SAMPLES * sizeof(*samples));
+    uint64_t nsamp = 0, lost = 0;
+    int64_t deadline = 0, sum = 0;
+
+    if (!samples) {
+        die("out of memory");
+    }
+    memset(&m, 0, sizeof(m));
+    fd = udp_socket(local, o.sockbuf, &rcvbuf);
+    if (fd < 0) {
+        die("UDP bind to %s: %s", inet_ntoa(local->sin_addr), strerror(errno));
+    }
+    m.mode = GS_PP;
+    m.size = GS_PP_SIZE;
+    m.run_id = run_id;
+    m.batch = 1;
+    m.sockbuf = (uint64_t) o.sockbuf;
+    ctl_send(&m, GS_START);
+    ctl_expect(&m, GS_READY, 30000);
+    dst.sin_port = htons((uint16_t) m.port);
+
+    for (uint32_t seq = 0;; seq++) {
+        uint32_t ping[2] = {run_id, seq}, pong[64];
+        int64_t t0, t1;
+        unsigned spins = 0;
+
+        if (GS_PP_WARMUP == seq) {
+            deadline = now_ns(CLOCK_MONOTONIC) + (int64_t) (o.seconds * 1e9);
+        }
+        if (seq > GS_PP_WARMUP && now_ns(CLOCK_MONOTONIC) >= deadline) {
+            break;
+        }
+        t0 = now_ns(CLOCK_MONOTONIC);
+        if (sendto(fd, ping, GS_PP_SIZE, 0, (struct sockaddr *) &dst, sizeof(dst)) < 0 &&
+            EAGAIN != errno && ENOBUFS != errno) {
+            die("sendto: %s", strerror(errno));
+        }
+        for (;;) {
+            ssize_t n = recvfrom(fd, pong, sizeof(pong), MSG_DONTWAIT, NULL, NULL);
+            if (GS_PP_SIZE == n && pong[0] == run_id && pong[1] == seq) {
+                t1 = now_ns(CLOCK_MONOTONIC);
+                if (seq >= GS_PP_WARMUP && nsamp < GS_PP_MAX_SAMPLES) {
+                    samples[nsamp++] = t1 - t0;
+                    sum += t1 - t0;
+                }
+                break;
+            }
+            if (n < 0 && EAGAIN != errno && EWOULDBLOCK != errno && EINTR != errno) {
+                die("recvfrom: %s", strerror(errno));
+            }
+            if (0 == (++spins % GS_PP_YIELD)) {
+                sched_yield();
+                if (now_ns(CLOCK_MONOTONIC) - t0 > GS_PP_TIMEOUT_NS) {
+                    lost++;
+                    break;
+                }
+            }
+        }
+    }
+    close(fd);
+    memset(&m, 0, sizeof(m));
+    ctl_send(&m, GS_END);
+    ctl_expect(&m, GS_RESULT, 30000);
+    if (0 == nsamp) {
+        die("ping-pong: no reply arrived");
+    }
+    qsort(samples, nsamp, sizeof(*samples), cmp_i64);
+    /* half round trips */
+    printf("gso_stream: mode=pp size=%d rep=%d lat_us=%.3f min_us=%.3f mean_us=%.3f iters=%llu "
+           "lost=%llu seconds=%.3f\n",
+           GS_PP_SIZE, rep, (double) samples[nsamp / 2] / 2e3, (double) samples[0] / 2e3,
+           (double) sum / (double) nsamp / 2e3, (unsigned long long) nsamp,
+           (unsigned long long) lost, o.seconds);
+    fflush(stdout);
+    free(samples);
+}
+
+static void client_loop(const struct sockaddr_in *server, const struct sockaddr_in *local)
+{
+    struct ctl_msg m;
+    uint32_t run_id = ((uint32_t) getpid() << 16) ^ (uint32_t) now_ns(CLOCK_MONOTONIC);
+
+    for (int i = 0; i < o.nmodes; i++) {
+        int mode = o.modes[i];
+        int nsz = GS_PP == mode ? 1 : o.nsizes;
+        for (int s = 0; s < nsz; s++) {
+            for (int rep = 1; rep <= o.reps; rep++) {
+                run_id++;
+                if (GS_PP == mode) {
+                    measure_pingpong(server, local, rep, run_id);
+                } else {
+                    measure_stream(server, local, mode, o.sizes[s], rep, run_id);
+                }
+            }
+        }
+    }
+    memset(&m, 0, sizeof(m));
+    ctl_send(&m, GS_BYE);
+}
+
+/* ------------------------------------------------------------------------ */
+/* options                                                                   */
+
+static void usage(int code)
+{
+    fprintf(code ? stderr : stdout,
+            "usage: gso_stream [options]\n"
+            "  -L addr[:port]  server: wait for one client on TCP addr:port (default port\n"
+            "                  %d), receive on UDP addr:port; settings come from the client\n"
+            "  -C addr[:port]  client: connect to that server, send, measure, print\n"
+            "                  (neither -L nor -C: fork a server on -a, be its client)\n"
+            "  -a addr         local address to bind (default 127.0.0.1 without -C; with -C:\n"
+            "                  any)\n"
+            "  -m list         modes: plain,plaingro,gso,gsoiov,gsocopy,pp (default\n"
+            "                  plain,gso,gsoiov,pp)\n"
+            "  -d list         datagram sizes, comma separated (default 1472; gsoiov needs\n"
+            "                  more than %d; so does gsocopy); pp always uses %d bytes\n"
+            "  -t seconds      per measurement (default 2)\n"
+            "  -r reps         repetitions of every mode and size (default 3)\n"
+            "  -B bytes        socket buffers to request (default 8388608; forced as root)\n"
+            "  -b n            recvmmsg vector length, 64 KiB buffers each (default 32)\n"
+            "  -s n            most datagrams per UDP_SEGMENT send (default 64; also at most\n"
+            "                  65507 bytes per send)\n"
+            "  -p              the receiver busy-polls (recvmmsg with MSG_DONTWAIT, as an MPI\n"
+            "                  progress loop does) instead of blocking (MSG_WAITFORONE)\n"
+            "Output: one 'gso_stream: mode=M size=S rep=R key=value...' line per measurement;\n"
+            "comments start with '#'.\n",
+            GS_PORT_DEFAULT, GS_HDR, GS_PP_SIZE);
+    exit(code);
+}
+
+static long parse_num(const char *s, const char *what, long lo, long hi)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+
+    if ('\0' != *end || end == s || v < lo || v > hi) {
+        die("%s: expected a number in %ld..%ld, got '%s'", what, lo, hi, s);
+    }
+    return v;
+}
+
+static void parse_modes(const char *s)
+{
+    char *dup = strdup(s), *save = NULL;
+
+    o.nmodes = 0;
+    for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int m;
+        for (m = 0; m < GS_NMODES && 0 != strcmp(tok, gs_mode_name[m]); m++) {
+        }
+        if (GS_NMODES == m) {
+            die("unknown mode '%s'", tok);
+        }
+        if (o.nmodes == GS_NMODES) {
+            die("too many modes");
+        }
+        o.modes[o.nmodes++] = m;
+    }
+    free(dup);
+}
+
+static void parse_sizes(const char *s)
+{
+    char *dup = strdup(s), *save = NULL;
+
+    o.nsizes = 0;
+    for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (o.nsizes == GS_MAX_SIZES) {
+            die("too many sizes");
+        }
+        o.sizes[o.nsizes++] = (size_t) parse_num(tok, "-d", 8, GS_UDP_MAX);
+    }
+    free(dup);
+}
+
+int main(int argc, char **argv)
+{
+    struct sockaddr_in server, local, *localp = NULL;
+    int ch;
+    pid_t child = -1;
+
+    o.seconds = 2.0;
+    o.reps = 3;
+    o.sockbuf = 8 * 1024 * 1024;
+    o.batch = 32;
+    o.maxsegs = 64;
+    parse_modes("plain,gso,gsoiov,pp");
+    parse_sizes("1472");
+    while ((ch = getopt(argc, argv, "L:C:a:m:d:t:r:B:b:s:ph")) != -1) {
+        switch (ch) {
+        case 'L':
+        case 'C':
+            o.role = ch;
+            o.peer = optarg;
+            break;
+        case 'a':
+            o.addr = optarg;
+            break;
+        case 'm':
+            parse_modes(optarg);
+            break;
+        case 'd':
+            parse_sizes(optarg);
+            break;
+        case 't':
+            o.seconds = strtod(optarg, NULL);
+            if (!(o.seconds > 0 && o.seconds <= 3600)) {
+                die("-t: expected seconds in (0, 3600]");
+            }
+            break;
+        case 'r':
+            o.reps = (int) parse_num(optarg, "-r", 1, 1000);
+            break;
+        case 'B':
+            o.sockbuf = (int) parse_num(optarg, "-B", 0, INT_MAX / 2);
+            break;
+        case 'b':
+            o.batch = (int) parse_num(optarg, "-b", 1, 1024);
+            break;
+        case 's':
+            o.maxsegs = (int) parse_num(optarg, "-s", 1, GS_MAX_SEGS);
+            break;
+        case 'p':
+            o.rx_poll = 1;
+            break;
+        case 'h':
+            usage(0);
+            break;
+        default:
+            usage(2);
+        }
+    }
+    if (optind < argc) {
+        usage(2);
+    }
+    for (int i = 0; i < o.nmodes; i++) {
+        for (int s = 0; s < o.nsizes && (GS_GSOIOV == o.modes[i] || GS_GSOCOPY == o.modes[i]);
+             s++) {
+            if (o.sizes[s] <= GS_HDR) {
+                die("modes gsoiov and gsocopy need datagrams larger than their %d-byte header",
+                    GS_HDR);
+            }
+        }
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    if ('L' == o.role) {
+        int lfd;
+        self_name = "server";
+        parse_addr(o.peer, GS_PORT_DEFAULT, &server);
+        lfd = tcp_listen(&server);
+        ctl_fd = tcp_accept(lfd);
+        close(lfd);
+        server_loop(&server);
+        return 0;
+    }
+    if ('C' == o.role) {
+        parse_addr(o.peer, GS_PORT_DEFAULT, &server);
+        if (o.addr) {
+            parse_addr(o.addr, 0, &local);
+            localp = &local;
+        }
+    } else {
+        /* fork mode: a server on -a, an ephemeral port */
+        int lfd;
+        socklen_t sl = sizeof(server);
+        parse_addr(o.addr ? o.addr : "127.0.0.1", 0, &server);
+        local = server;
+        local.sin_port = 0;
+        localp = &local;
+        lfd = tcp_listen(&server);
+        (void) getsockname(lfd, (struct sockaddr *) &server, &sl);
+        fflush(stdout);
+        child = fork();
+        if (child < 0) {
+            die("fork: %s", strerror(errno));
+        }
+        if (0 == child) {
+            self_name = "server";
+            ctl_fd = tcp_accept(lfd);
+            close(lfd);
+            server_loop(&server);
+            _exit(0);
+        }
+        close(lfd);
+    }
+    ctl_fd = tcp_connect(&server, localp);
+    client_loop(&server, localp);
+    close(ctl_fd);
+    if (child > 0) {
+        int status;
+        if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status) || 0 != WEXITSTATUS(status)) {
+            die("the server process failed");
+        }
+    }
+    return 0;
+}
