@@ -82,7 +82,6 @@ typedef struct usnic_channel {
     enum usnic_channel_id id;
     struct fid_ep *ep;        /* libfabric */
     struct fid_cq *cq;        /* libfabric */
-    int fd;                   /* kernel: our UDP socket, -1 if none */
     uint32_t mtu;             /* largest datagram we send or expect, headers included */
     size_t prefix;            /* FI_MSG_PREFIX bytes before every datagram, else 0 */
     int tx_depth;             /* send queue entries */
@@ -91,7 +90,8 @@ typedef struct usnic_channel {
     opal_free_list_t rx_segs; /* receive buffers: prefix + mtu bytes each */
     struct sockaddr_in addr;  /* bound address (port assigned by the provider) */
     int rcvbuf;               /* kernel receive buffer bytes, 0 if unknown */
-    int sock_fd;              /* the UDP socket underneath (stats), -1 if unknown */
+    int sock_fd;              /* the UDP socket underneath, -1 if unknown: the kernel backend's own,
+                               * or the udp provider's (not ours: stats only) */
     size_t inject_size;       /* datagrams up to this size go out with fi_inject */
     uint32_t rx_buf;          /* bytes of a receive buffer after the prefix (>= mtu) */
     void *backend_priv;       /* the backend's own state of the channel */

@@ -75,26 +75,6 @@ static struct kern_rx *rx_of(usnic_channel_t *chan)
     return (struct kern_rx *) chan->backend_priv;
 }
 
-/* Socket buffers of btl_usnic_udp_sockbuf bytes (forced past the system
- * limit where we may), as the libfabric path does for the provider's. */
-static void tune_buffers(usnic_channel_t *chan, int bytes, int *rcv, int *snd)
-{
-    socklen_t len;
-
-    if (bytes > 0) {
-        if (0 != setsockopt(chan->fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes))) {
-            (void) setsockopt(chan->fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
-        }
-        if (0 != setsockopt(chan->fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes))) {
-            (void) setsockopt(chan->fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
-        }
-    }
-    len = sizeof(*rcv);
-    (void) getsockopt(chan->fd, SOL_SOCKET, SO_RCVBUF, rcv, &len);
-    len = sizeof(*snd);
-    (void) getsockopt(chan->fd, SOL_SOCKET, SO_SNDBUF, snd, &len);
-}
-
 static int channel_open(usnic_module_t *module, usnic_channel_t *chan, int tx_depth, int rx_depth)
 {
     const usnic_params_t *p = &mca_btl_usnic_component.params;
@@ -107,26 +87,26 @@ static int channel_open(usnic_module_t *module, usnic_channel_t *chan, int tx_de
     chan->tx_credits = tx_depth; /* sends complete at once: never consumed */
     chan->inject_size = 0;
     chan->rx_depth = rx_depth;
-    chan->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (chan->fd < 0) {
+    chan->sock_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (chan->sock_fd < 0) {
         USNIC_VERBOSE(5, "%s: socket: %s", module->ifname, strerror(errno));
         return OPAL_ERROR;
     }
     sin.sin_port = 0;
-    if (0 != bind(chan->fd, (struct sockaddr *) &sin, sizeof(sin)) ||
-        0 != getsockname(chan->fd, (struct sockaddr *) &chan->addr, &alen)) {
+    if (0 != bind(chan->sock_fd, (struct sockaddr *) &sin, sizeof(sin)) ||
+        0 != getsockname(chan->sock_fd, (struct sockaddr *) &chan->addr, &alen)) {
         USNIC_VERBOSE(5, "%s: bind: %s", module->ifname, strerror(errno));
         return OPAL_ERROR;
     }
-    tune_buffers(chan, p->udp_sockbuf, &rcv, &snd);
+    usnic_sock_buffers(chan->sock_fd, p->udp_sockbuf, &rcv, &snd);
     chan->rcvbuf = rcv;
-    chan->sock_fd = chan->fd;
     USNIC_VERBOSE(20, "%s: channel %d socket buffers: receive %d, send %d bytes", module->ifname,
                   chan->id, rcv, snd);
     if (USNIC_CHAN_DATA == chan->id && chan->mtu <= KERN_TRAIN_DGRAM_MAX) {
         int one = 1;
         chan->gso = (0 != p->gso);
-        chan->gro = (0 != p->gso) && 0 == setsockopt(chan->fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+        chan->gro =
+            (0 != p->gso) && 0 == setsockopt(chan->sock_fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
         if (0 != p->gso && !chan->gro) {
             USNIC_VERBOSE(10, "%s: UDP_GRO refused (%s): one datagram per receive", module->ifname,
                           strerror(errno));
@@ -153,9 +133,8 @@ static void channel_close(usnic_channel_t *chan)
         free(rx);
         chan->backend_priv = NULL;
     }
-    if (chan->fd >= 0) {
-        close(chan->fd);
-        chan->fd = -1;
+    if (chan->sock_fd >= 0) {
+        close(chan->sock_fd); /* ours */
         chan->sock_fd = -1;
     }
 }
@@ -249,7 +228,7 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
     if (OPAL_UNLIKELY(rx->busy)) {
         return 0; /* a callback of an arrival polled again: its buffers are in use */
     }
-    n = recvmmsg(chan->fd, rx->msgs, (unsigned) batch, MSG_DONTWAIT, NULL);
+    n = recvmmsg(chan->sock_fd, rx->msgs, (unsigned) batch, MSG_DONTWAIT, NULL);
     if (n <= 0) {
         return 0;
     }
@@ -314,7 +293,7 @@ static ssize_t send_iov(usnic_channel_t *chan, const mca_btl_base_endpoint_t *ep
         cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
         memcpy(CMSG_DATA(cm), &gso, sizeof(gso));
     }
-    return sendmsg(chan->fd, &mh, MSG_DONTWAIT);
+    return sendmsg(chan->sock_fd, &mh, MSG_DONTWAIT);
 }
 
 static size_t seg_iov(const usnic_seg_t *seg, struct iovec *iov)
@@ -442,10 +421,10 @@ static bool kern_self_test(usnic_module_t *module, uint32_t size)
     }
     memset(out, 0x5a, size);
     out[0] = 0; /* not a valid protocol version: never mistaken for traffic */
-    if (sendto(chan->fd, out, size, 0, (struct sockaddr *) &chan->addr, sizeof(chan->addr)) ==
+    if (sendto(chan->sock_fd, out, size, 0, (struct sockaddr *) &chan->addr, sizeof(chan->addr)) ==
         (ssize_t) size) {
         while (!arrived && usnic_now_us() < deadline) {
-            ssize_t r = recv(chan->fd, in, chan->rx_buf, MSG_DONTWAIT);
+            ssize_t r = recv(chan->sock_fd, in, chan->rx_buf, MSG_DONTWAIT);
             arrived = (r == (ssize_t) size && 0 == in[0] && 0x5a == in[size - 1]);
             if (r < 0) {
                 usleep(1000);

@@ -249,7 +249,6 @@ usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *a
     }
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         module->chan[c].id = (enum usnic_channel_id) c;
-        module->chan[c].fd = -1;
         module->chan[c].sock_fd = -1;
     }
     /* our identity and MAC secret: from the kernel's CSPRNG, never derived

@@ -166,6 +166,24 @@ bool usnic_same_subnet(uint32_t a, uint32_t a_prefix, uint32_t b, uint32_t b_pre
  * here) and the effective receive/send buffer sizes, or -1 if no socket was
  * found.
  */
+void usnic_sock_buffers(int fd, int bytes, int *rcv_eff, int *snd_eff)
+{
+    socklen_t len;
+
+    if (bytes > 0) {
+        if (0 != setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes))) {
+            (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+        }
+        if (0 != setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes))) {
+            (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+        }
+    }
+    len = sizeof(*rcv_eff);
+    (void) getsockopt(fd, SOL_SOCKET, SO_RCVBUF, rcv_eff, &len);
+    len = sizeof(*snd_eff);
+    (void) getsockopt(fd, SOL_SOCKET, SO_SNDBUF, snd_eff, &len);
+}
+
 int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_eff, int *snd_eff)
 {
     DIR *dir = opendir("/proc/self/fd");
@@ -195,18 +213,7 @@ int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_e
             (sin.sin_addr.s_addr != bound->sin_addr.s_addr && INADDR_ANY != sin.sin_addr.s_addr)) {
             continue;
         }
-        if (bytes > 0) {
-            if (0 != setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes))) {
-                (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
-            }
-            if (0 != setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes))) {
-                (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
-            }
-        }
-        tlen = sizeof(*rcv_eff);
-        (void) getsockopt(fd, SOL_SOCKET, SO_RCVBUF, rcv_eff, &tlen);
-        tlen = sizeof(*snd_eff);
-        (void) getsockopt(fd, SOL_SOCKET, SO_SNDBUF, snd_eff, &tlen);
+        usnic_sock_buffers(fd, bytes, rcv_eff, snd_eff);
         found = fd;
         break;
     }

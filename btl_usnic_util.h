@@ -60,8 +60,12 @@ uint64_t usnic_hash64(const void *data, size_t len, uint64_t seed);
 /* Same IPv4 subnet under both prefix lengths? */
 bool usnic_same_subnet(uint32_t a, uint32_t a_prefix, uint32_t b, uint32_t b_prefix);
 
-/* Size the kernel buffers of the UDP socket bound to *bound (udp provider);
- * returns its descriptor, or -1. */
+/* Ask for bytes of kernel receive and send buffer on socket fd (forced past
+ * the system limit where we may; bytes <= 0: leave them), and report what
+ * it has. */
+void usnic_sock_buffers(int fd, int bytes, int *rcv_eff, int *snd_eff);
+/* The same for the UDP socket bound to *bound (the udp provider's); returns
+ * its descriptor, or -1. */
 int usnic_udp_tune_socket(const struct sockaddr_in *bound, int bytes, int *rcv_eff, int *snd_eff);
 
 /* Datagrams the kernel dropped on this socket (full receive buffer), from
