@@ -8,7 +8,7 @@
 #include "btl_usnic_auth.h"
 #include "btl_usnic_proto.h"
 
-static size_t hdr_len_for_type(unsigned type)
+size_t usnic_pkt_hdr_len(unsigned type)
 {
     switch (type) {
     case USNIC_PKT_ACK:
@@ -43,7 +43,7 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max
     if (USNIC_PROTO_VERSION != hdr->version) {
         return USNIC_DROP_VERSION;
     }
-    hlen = hdr_len_for_type(hdr->type);
+    hlen = usnic_pkt_hdr_len(hdr->type);
     if (0 == hlen || 0 != (hdr->flags & ~USNIC_PKT_FLAGS_KNOWN) || hdr->lane >= USNIC_PKT_LANES ||
         0 != (hdr->reserved[0] | hdr->reserved[1] | hdr->reserved[2]) ||
         (USNIC_PKT_ACK == hdr->type && 0 != hdr->msg_id)) {
@@ -93,16 +93,13 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max
 
 size_t usnic_pkt_mac_hdr_len(unsigned type, uint32_t payload_len)
 {
-    switch (type) {
-    case USNIC_PKT_ACK:
-        return USNIC_HDR_LEN_ACK + payload_len; /* the SACK bitmap */
-    case USNIC_PKT_CHUNK:
-        return USNIC_HDR_LEN_CHUNK;
-    case USNIC_PKT_PUT:
-        return USNIC_HDR_LEN_PUT;
-    default:
+    size_t h = usnic_pkt_hdr_len(type);
+
+    if (0 == h) {
         return USNIC_HDR_LEN_FRAG;
     }
+    /* an ACK's payload is its SACK bitmap */
+    return (USNIC_PKT_ACK == type) ? h + payload_len : h;
 }
 
 /*

@@ -231,8 +231,10 @@ struct usnic_pkt_view {
 enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max_msg_len,
                                        struct usnic_pkt_view *view);
 
-/* Bytes the header-only MAC covers beyond the common header: the chunk and
- * PUT headers, or an ACK's whole payload (its SACK bitmap). */
+/* Bytes of headers before the payload of a packet type (0: unknown type). */
+size_t usnic_pkt_hdr_len(unsigned type);
+/* Where the headers a header-only MAC covers end: the common header, the
+ * chunk and PUT headers, or an ACK's whole payload (its SACK bitmap). */
 size_t usnic_pkt_mac_hdr_len(unsigned type, uint32_t payload_len);
 
 struct usnic_sip_key;

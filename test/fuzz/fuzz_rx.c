@@ -1065,21 +1065,6 @@ static void fz_init(struct fz *f, uint8_t cfg)
 
 /* ---------------------------------------------------------------- one datagram */
 
-static size_t hdr_len(unsigned type)
-{
-    switch (type) {
-    case USNIC_PKT_ACK:
-        return USNIC_HDR_LEN_ACK;
-    case USNIC_PKT_FRAG:
-        return USNIC_HDR_LEN_FRAG;
-    case USNIC_PKT_CHUNK:
-        return USNIC_HDR_LEN_CHUNK;
-    case USNIC_PKT_PUT:
-        return USNIC_HDR_LEN_PUT;
-    default:
-        return 0;
-    }
-}
 
 static void mutate(struct fz *f, uint8_t *b, size_t len, uint8_t mut, uint8_t lane)
 {
@@ -1088,7 +1073,7 @@ static void mutate(struct fz *f, uint8_t *b, size_t len, uint8_t mut, uint8_t la
     unsigned type = (len >= 2) ? b[1] : 0;
 
     if ((mut & MUT_LEN) && len >= sizeof(struct usnic_pkt_hdr)) {
-        size_t h = hdr_len(type);
+        size_t h = usnic_pkt_hdr_len(type);
         b[0] = USNIC_PROTO_VERSION;
         wr32(b + offsetof(struct usnic_pkt_hdr, lane), 0); /* and the reserved bytes */
         b[offsetof(struct usnic_pkt_hdr, lane)] = (uint8_t) (lane % USNIC_PKT_LANES);
