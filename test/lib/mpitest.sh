@@ -160,21 +160,30 @@ stat_sum() {
 # expected device, every rank sent packets, and the sum of tx_bytes is at
 # least MIN_BYTES.  Returns 1 with the reason in MT_WHY otherwise.
 # Always succeeds with USNIC_TEST_BTL=tcp.
+# An awk function for the checks that read [usnic stats] lines: stats_kv(kv)
+# puts the key=value fields of the line in $0 into kv (emptied first) and
+# returns the line from "[usnic stats]" on.  Use: awk "$MT_AWK_STATS"'...'
+MT_AWK_STATS='
+function stats_kv(kv,    line, n, f, i, eq) {
+    delete kv
+    line = substr($0, index($0, "[usnic stats]"))
+    n = split(line, f, " ")
+    for (i = 3; i <= n; i++) {
+        eq = index(f[i], "=")
+        if (eq > 1) kv[substr(f[i], 1, eq - 1)] = substr(f[i], eq + 1)
+    }
+    return line
+}'
+
 assert_usnic_carried() {
     local log=$1 min=$2 np=$3
     if ! usnic_mode; then
         MT_WHY="usnic stats not checked (USNIC_TEST_BTL=tcp)"
         return 0
     fi
-    MT_WHY=$(awk -v np="$np" -v min="$min" -v dev="${USNIC_TEST_DEV:-lo}" '
+    MT_WHY=$(awk -v np="$np" -v min="$min" -v dev="${USNIC_TEST_DEV:-lo}" "$MT_AWK_STATS"'
         /\[usnic stats\]/ {
-            delete kv
-            line = substr($0, index($0, "[usnic stats]"))
-            n = split(line, f, " ")
-            for (i = 3; i <= n; i++) {
-                eq = index(f[i], "=")
-                if (eq > 1) kv[substr(f[i], 1, eq - 1)] = substr(f[i], eq + 1)
-            }
+            line = stats_kv(kv)
             if (!("rank" in kv) || !("tx_pkts" in kv) || !("tx_bytes" in kv) ||
                 kv["rank"] !~ /^[0-9]+$/) {
                 err = err "; malformed line: " line

@@ -78,16 +78,10 @@ fi
 # "pid role rank" of the 3 processes, from their verdict lines
 procs=$(sed -n 's/^spawn: parent pid=\([0-9]*\) .*/\1 parent 0/p
                 s/^spawn: child \([01]\) pid=\([0-9]*\) .*/\2 child_\1 \1/p' <<<"$verdicts")
-why=$(awk -v dev="${USNIC_TEST_DEV:-lo}" -v min="$bytes" '
+why=$(awk -v dev="${USNIC_TEST_DEV:-lo}" -v min="$bytes" "$MT_AWK_STATS"'
     FNR == NR { role[$1] = $2; sub(/_/, " ", role[$1]); rank[$1] = $3; nproc++; next }
     /\[usnic stats\]/ {
-        delete kv
-        line = substr($0, index($0, "[usnic stats]"))
-        n = split(line, f, " ")
-        for (i = 3; i <= n; i++) {
-            eq = index(f[i], "=")
-            if (eq > 1) kv[substr(f[i], 1, eq - 1)] = substr(f[i], eq + 1)
-        }
+        line = stats_kv(kv)
         if (!("pid" in kv) || !("tx_pkts" in kv) || !("tx_bytes" in kv)) {
             err = err "; malformed line: " line
             next
