@@ -31,28 +31,11 @@ REPO=$(cd "$HERE/.." && pwd)
 BUILD=$HERE/build
 RESDIR=$HERE/results
 
-# The command line as typed (for the report's "regenerate with" line);
-# arguments are quoted only when the shell needs it.
-shquote() {
-    local q="'"
-    if [[ $1 =~ ^[A-Za-z0-9_./,:=+%@-]+$ ]]; then printf '%s' "$1"
-    else printf "'%s'" "${1//$q/$q\\$q$q}"; fi
-}
-INVOCATION=$(shquote "$0")
-for a in "$@"; do INVOCATION+=" $(shquote "$a")"; done
-INVOKED_IN=$PWD
-COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null) || COMMIT=unknown
-if [ "$COMMIT" != unknown ] &&
-   [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
-    COMMIT="$COMMIT (+ uncommitted changes)"
-fi
-
+# the command line, directory and commit for the report (lib.sh)
+run_identity "$@"
 # usnic's default datagram on lo: the interface MTU minus IP and UDP
 # headers, at most 65507
-LO_MTU=$(cat /sys/class/net/lo/mtu 2>/dev/null)
-case "$LO_MTU" in ''|*[!0-9]*) LO_MTU=65536 ;; esac
-MAXDGRAM=$((LO_MTU - 28))
-[ $MAXDGRAM -le 65507 ] || MAXDGRAM=65507
+MAXDGRAM=$(lo_maxdgram)
 
 ALL_CONFIGS=none0,none1,header0,header1,full0,full1,tcp,raw
 CONFIGS=$ALL_CONFIGS

@@ -119,3 +119,35 @@ nsbed_remove() {
         echo "# test bed removed ($n namespaces)" >&2
     fi
 }
+
+# run_identity ARGS...: what a report needs to be regenerated: INVOCATION
+# (the command line as typed, "$0" and ARGS quoted only where the shell
+# needs it), INVOKED_IN (the directory) and COMMIT (the short hash of REPO,
+# marked when tracked files have uncommitted changes).
+shquote() {
+    local q="'"
+    if [[ $1 =~ ^[A-Za-z0-9_./,:=+%@-]+$ ]]; then printf '%s' "$1"
+    else printf "'%s'" "${1//$q/$q\\$q$q}"; fi
+}
+run_identity() {
+    local a
+    INVOCATION=$(shquote "$0")
+    for a in "$@"; do INVOCATION+=" $(shquote "$a")"; done
+    INVOKED_IN=$PWD
+    COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null) || COMMIT=unknown
+    if [ "$COMMIT" != unknown ] &&
+       [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+        COMMIT="$COMMIT (+ uncommitted changes)"
+    fi
+}
+
+# lo_maxdgram: the largest UDP payload on lo, what usnic uses by default
+# there (the interface MTU minus IP and UDP headers, at most 65507).
+lo_maxdgram() {
+    local mtu d
+    mtu=$(cat /sys/class/net/lo/mtu 2>/dev/null)
+    case "$mtu" in ''|*[!0-9]*) mtu=65536 ;; esac
+    d=$((mtu - 28))
+    [ $d -le 65507 ] || d=65507
+    echo $d
+}
