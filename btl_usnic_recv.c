@@ -24,10 +24,19 @@
  */
 static void copy_stream(uint8_t *dst, const uint8_t *src, size_t len)
 {
-    while (((uintptr_t) dst & 15) && len) {
-        *dst++ = *src++;
-        len--;
+    size_t head = (64 - ((uintptr_t) dst & 63)) & 63;
+
+    /* Whole cache lines only: a line shared with the neighbouring chunk (or
+     * the part before an unaligned start) is written through the cache, so
+     * no line is ever written partly by streaming stores, which costs a
+     * read-modify-write of memory per line. */
+    if (head > len) {
+        head = len;
     }
+    memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    len -= head;
     for (; len >= 64; len -= 64, src += 64, dst += 64) {
         __m128i a = _mm_loadu_si128((const __m128i *) src);
         __m128i b = _mm_loadu_si128((const __m128i *) (src + 16));
