@@ -49,7 +49,7 @@ BEGIN_C_DECLS
 #define USNIC_PUT_RECENT 4
 
 /* Version of the modex record layout (btl_usnic_proc.h). */
-#define USNIC_MODEX_VERSION 2
+#define USNIC_MODEX_VERSION 3
 
 /* Datagrams from a sender of our job whose modex record is being fetched
  * (btl_usnic_proc.c), held per module until it arrives. */
@@ -158,6 +158,7 @@ typedef struct usnic_module {
     uint32_t if_prefixlen;               /* netmask length */
     uint32_t link_mbps;                  /* link speed, Mbit/s (0 if unknown) */
     uint32_t if_mtu;                     /* interface MTU (0 if unknown) */
+    uint16_t live_port;                  /* liveness socket's UDP port, network order (0: none) */
 
     const struct usnic_backend *backend; /* moves the datagrams (btl_usnic_chan.h) */
     bool batching;                       /* sends may join a train (send.c) */
@@ -248,7 +249,8 @@ typedef struct usnic_params {
     int max_resends_per_iteration;
     int ack_delay;         /* usec */
     int fast_retrans_dups; /* duplicate ACKs that trigger a fast retransmit */
-    int peer_timeout;      /* sec without progress before a peer is declared dead */
+    int peer_timeout;      /* sec without ACKs or liveness answers: the peer is dead */
+    int liveness;          /* answer and send liveness probes (btl_usnic_live.h) */
     int seg_num;           /* send segments per module */
     int reasm_slots;       /* concurrent reassemblies per peer */
     int print_stats;

@@ -16,6 +16,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_chan.h"
+#include "btl_usnic_live.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_proc.h"
@@ -72,6 +73,7 @@ static int usnic_component_close(void)
 {
     usnic_component_t *c = &mca_btl_usnic_component;
 
+    usnic_live_stop();
     free(c->modules);
     c->modules = NULL;
     c->num_modules = 0;
@@ -467,10 +469,13 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         }
         return NULL;
     }
+    usnic_live_open();
     if (OPAL_SUCCESS != usnic_modex_publish()) {
         USNIC_VERBOSE(5, "modex publish failed");
+        usnic_live_stop();
         return NULL;
     }
+    (void) usnic_live_start();
     btls = malloc((size_t) c->num_modules * sizeof(*btls));
     if (NULL == btls) {
         return NULL;

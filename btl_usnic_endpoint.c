@@ -9,6 +9,7 @@
 
 #include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
+#include "btl_usnic_live.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
@@ -20,6 +21,8 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->timer_item, opal_list_item_t);
     ep->on_timer_list = false;
     ep->timer_deadline = 0;
+    ep->live_slot = -1;
+    ep->live_watched = false;
     ep->ping_ts = 0;
     ep->ack_ts_last = 0;
     OBJ_CONSTRUCT(&ep->sendq, opal_list_t);
@@ -74,15 +77,46 @@ static void op_timer_set(struct usnic_rel *rel, uint64_t deadline)
     }
 }
 
+/*
+ * Is the peer alive?  It is while it acknowledges our data.  A peer quiet
+ * for a while with data outstanding may be computing outside MPI: its
+ * liveness thread is probed (btl_usnic_live.h), and while it answers, it
+ * lives.  Dead: neither ACKs nor answers for btl_usnic_peer_timeout.
+ */
+static bool peer_alive(mca_btl_base_endpoint_t *ep, uint64_t now)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    uint64_t timeout = (uint64_t) p->peer_timeout * 1000000u, last = ep->last_progress_us;
+    uint64_t quiet_after = timeout / 4 < 1000000u ? timeout / 4 : 1000000u;
+
+    if (0 == p->peer_timeout) {
+        return true;
+    }
+    if (now - last > quiet_after && usnic_live_possible(ep)) {
+        uint64_t heard;
+        if (!ep->live_watched) {
+            ep->live_watched = true;
+            usnic_live_watch(ep);
+        }
+        heard = usnic_live_heard(ep);
+        if (heard > last) {
+            last = heard;
+        }
+    }
+    return now - last <= timeout;
+}
+
 /* The endpoint's timer is due: the peer's liveness, then the core's decision. */
 static void endpoint_timer(mca_btl_base_endpoint_t *ep, uint64_t now)
 {
-    const usnic_params_t *p = &mca_btl_usnic_component.params;
     uint64_t timeouts = ep->rel.stats.retrans_timeout, probes = ep->rel.stats.tlp_probes;
 
-    if (p->peer_timeout > 0 && now - ep->last_progress_us > (uint64_t) p->peer_timeout * 1000000u) {
+    if (!peer_alive(ep, now)) {
         ep->timer_deadline = 0;
-        usnic_endpoint_fail(ep, "no acknowledgement within btl_usnic_peer_timeout");
+        usnic_endpoint_fail(ep, usnic_live_possible(ep)
+                                    ? "neither acknowledgements nor answers to liveness probes "
+                                      "within btl_usnic_peer_timeout"
+                                    : "no acknowledgement within btl_usnic_peer_timeout");
         return;
     }
     usnic_rel_tx_timer(&ep->rel, now);
@@ -357,6 +391,7 @@ void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep)
 {
     usnic_module_t *module = ep->module;
 
+    usnic_live_forget(ep);
     opal_hash_table_remove_value_uint64(&module->senders, ep->remote.key);
     if (module->last_sender == ep) {
         module->last_sender = NULL;

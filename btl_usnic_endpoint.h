@@ -53,6 +53,8 @@ struct mca_btl_base_endpoint_t {
     uint64_t last_progress_us; /* last time the peer acknowledged something new, or
                                   our window went from empty to busy */
     bool dead;                 /* reported failed; nothing more is sent */
+    int live_slot;             /* its entry in the liveness table (btl_usnic_live.h), -1: none */
+    bool live_watched;         /* its peer is being probed */
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(mca_btl_base_endpoint_t);

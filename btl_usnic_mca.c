@@ -459,9 +459,16 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "send a bitmap with every gap, and the time-based loss detection (RACK) reads "
                   "it per channel; counting duplicates resent segments that were merely "
                   "overtaken by the other channel (measured: every resend without loss was one)"),
-    TUNE_RANGE_OR("peer_timeout", peer_timeout, OPAL_INFO_LVL_4, 120, "0 (never)", 0, 0, 1, INT_MAX,
-                  "Seconds without any acknowledgement from a peer that has data outstanding "
-                  "before the peer is declared unreachable and the job is told (0 = never)"),
+    TUNE_RANGE_OR("peer_timeout", peer_timeout, OPAL_INFO_LVL_4, 10, "0 (never)", 0, 0, 1, INT_MAX,
+                  "Seconds a peer that has our data outstanding may go without acknowledging "
+                  "anything and without answering liveness probes before it is declared "
+                  "unreachable and the job is told (0 = never).  A peer that computes outside MPI "
+                  "still answers the probes (btl_usnic_liveness), so this only has to cover a "
+                  "dead host or a cut link"),
+    TUNE_ONOFF("liveness", liveness, OPAL_INFO_LVL_5, 1,
+               "Answer liveness probes from a thread of our own and probe peers that hold our "
+               "data unacknowledged for a while (1 = on, 0 = off: a peer busy outside MPI for "
+               "longer than btl_usnic_peer_timeout is then declared dead)"),
     TUNE_RANGE("seg_num", seg_num, OPAL_INFO_LVL_6, 8192, 1, USNIC_COUNT_MAX,
                "Send segments per module (bounds the data in flight on a module; at most 64 MiB "
                "of segments are used whatever this says)"),

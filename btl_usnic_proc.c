@@ -41,6 +41,7 @@ void usnic_modex_fill(usnic_module_t *module, struct usnic_modex_rec *rec)
     rec->max_msg_len = module->max_msg_len;
     rec->send_window = module->send_window;
     rec->rcvbuf = (uint32_t) module->chan[USNIC_CHAN_DATA].rcvbuf;
+    rec->live_port = module->live_port;
     {
         size_t n = strlen(module->prov_name);
         memcpy(rec->provider, module->prov_name,

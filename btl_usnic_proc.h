@@ -34,11 +34,11 @@ struct usnic_modex_rec {
     uint32_t link_mbps;                  /* link speed, 0 if unknown */
     uint8_t auth;                        /* its btl_usnic_auth (enum usnic_auth_mode) */
     uint8_t checksum;                    /* its btl_usnic_checksum */
-    uint8_t pad[2];
-    uint64_t max_msg_len; /* largest fragment it sends as chunks */
-    uint32_t send_window; /* its per-peer send window */
-    uint32_t rcvbuf;      /* kernel receive buffer of its data channel, 0 = unknown */
-    char provider[16];    /* libfabric provider name, NUL-padded */
+    uint16_t live_port;                  /* its liveness socket (btl_usnic_live.h), 0: none */
+    uint64_t max_msg_len;                /* largest fragment it sends as chunks */
+    uint32_t send_window;                /* its per-peer send window */
+    uint32_t rcvbuf;   /* kernel receive buffer of its data channel, 0 = unknown */
+    char provider[16]; /* libfabric provider name, NUL-padded */
 };
 _Static_assert(sizeof(struct usnic_modex_rec) == 88, "modex record layout");
 

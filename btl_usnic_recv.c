@@ -12,6 +12,7 @@
 #include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
+#include "btl_usnic_live.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_rx.h"
 #include "btl_usnic_util.h"
@@ -165,8 +166,14 @@ static void rx_put_write(void *t, void *ep, uint8_t *dest, const struct usnic_pk
 
 static void rx_acked(void *t, void *ep, int released)
 {
+    mca_btl_base_endpoint_t *e = ep;
     (void) released;
-    ((mca_btl_base_endpoint_t *) ep)->last_progress_us = ((usnic_module_t *) t)->now_us;
+
+    e->last_progress_us = ((usnic_module_t *) t)->now_us;
+    if (OPAL_UNLIKELY(e->live_watched)) {
+        e->live_watched = false; /* it acknowledges again: no more probes */
+        usnic_live_quiet(e);
+    }
 }
 
 static void rx_accepted(void *t, void *ep, uint32_t payload_len)

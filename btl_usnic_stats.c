@@ -6,6 +6,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_endpoint.h"
+#include "btl_usnic_live.h"
 #include "btl_usnic_util.h"
 
 /* Fold the reliability core's per-peer counters into the module's. */
@@ -32,6 +33,8 @@ static void collect(usnic_module_t *module)
         s->rx_copies += ep->rel.stats.rx_copies;
         s->ack_copies += ep->rel.stats.ack_copies;
     }
+    usnic_live_counts(module->index, &s->live_probes, &s->live_replies, &s->live_answered,
+                      &s->live_drops);
     s->kernel_drops = 0;
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         s->kernel_drops += usnic_socket_drops(module->chan[c].sock_fd);

@@ -43,7 +43,11 @@
     X(window_full, "times a peer's send window was full")                                          \
     X(puts, "emulated PUT operations")                                                             \
     X(frags_waited, "fragments that arrived complete before an earlier one and waited for it")     \
-    X(reasm_overflow, "buffers allocated beyond the pool for the fragment others waited for")
+    X(reasm_overflow, "buffers allocated beyond the pool for the fragment others waited for")      \
+    X(live_probes, "liveness probes sent to peers quiet with data outstanding")                    \
+    X(live_replies, "authenticated answers to our liveness probes")                                \
+    X(live_answered, "liveness probes of peers answered (by the liveness thread)")                 \
+    X(live_drops, "liveness datagrams dropped for failing validation or the rate limit")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;

@@ -1,20 +1,51 @@
 #!/bin/bash
-# A peer that stops acknowledging is reported, not waited for forever: rank 1
-# goes silent with data in flight; with btl_usnic_peer_timeout 3 the job must
-# end well before rank 1's 60 s sleep, with the "lost contact" help message.
+# Peer liveness (btl_usnic_live.c).  With btl_usnic_peer_timeout 2:
+#  - busy: rank 1 computes outside MPI for 8 s (4 x the timeout) while rank
+#    0's 8 MiB message waits for it: the job completes, every byte intact,
+#    and the counters show that rank 1's liveness thread answered probes.
+#  - busy, liveness off: the same rank is declared dead (the old behaviour,
+#    kept as the contrast that shows the probes are what keeps it alive).
+#  - stop: rank 1 is frozen (SIGSTOP: no progress, no liveness answers):
+#    the job ends well before the test's limit with the peer-unreachable
+#    help message, and MPI_Send never returns.
 . "$(dirname "$0")/../lib/mpitest.sh"
-usnic_mode || { pass "peer timeout (skipped with USNIC_TEST_BTL=tcp)"; finish; }
+usnic_mode || { pass "peer liveness (skipped with USNIC_TEST_BTL=tcp)"; finish; }
 build_prog stall || finish
 
+# ---- busy peer survives ----
+start=$SECONDS
+TEST_TIMEOUT=60 EXTRA_MCA="--mca btl_usnic_peer_timeout 2" \
+    run_mpi 2 "$BIN" busy 8
+rc=$?
+took=$((SECONDS - start))
+answered=$(awk "$MT_AWK_STATS"' /\[usnic stats\]/ { stats_kv(kv); s += kv["live_answered"] } END { print s + 0 }' "$RUN_LOG")
+replies=$(awk "$MT_AWK_STATS"' /\[usnic stats\]/ { stats_kv(kv); s += kv["live_replies"] } END { print s + 0 }' "$RUN_LOG")
+if [ $rc -eq 0 ] && grep -q 'STALL: busy peer ok' "$RUN_LOG" && ! grep -q 'lost contact' "$RUN_LOG" &&
+    [ "$answered" -gt 0 ] && [ "$replies" -gt 0 ] && assert_usnic_carried "$RUN_LOG" 8000000 2; then
+    pass "peer liveness: a rank 8 s outside MPI (peer_timeout 2) is alive: data intact, $answered probes answered (${took}s)"
+else
+    fail "peer liveness: busy rank" "rc=$rc answered=$answered replies=$replies after ${took}s ${MT_WHY:-}" "$RUN_LOG"
+fi
+
+# ---- the contrast: without liveness probes the busy rank is declared dead ----
+TEST_TIMEOUT=60 EXTRA_MCA="--mca btl_usnic_peer_timeout 2 --mca btl_usnic_liveness 0" \
+    run_mpi 2 "$BIN" busy 8
+rc=$?
+if [ $rc -ne 0 ] && grep -q -e 'lost contact with a peer' -e 'usnic: peer unreachable' "$RUN_LOG"; then
+    pass "peer liveness: with btl_usnic_liveness 0 the same busy rank is declared dead"
+else
+    fail "peer liveness: liveness 0" "rc=$rc, expected the peer-unreachable abort" "$RUN_LOG"
+fi
+
+# ---- a frozen peer is reported ----
 ok=0
 for attempt in 1 2 3 4 5 6; do
     start=$SECONDS
-    TEST_TIMEOUT=50 EXTRA_MCA="--mca btl_usnic_peer_timeout 3 --mca btl_usnic_retrans_timeout 2000" \
-        run_mpi 2 "$BIN"
+    TEST_TIMEOUT=50 EXTRA_MCA="--mca btl_usnic_peer_timeout 2" run_mpi 2 "$BIN" stop
     rc=$?
     took=$((SECONDS - start))
     if [ $rc -eq 124 ]; then
-        fail "peer timeout" "job hung until the test's time limit" "$RUN_LOG"
+        fail "peer liveness: frozen peer" "job hung until the test's time limit" "$RUN_LOG"
         finish
     fi
     if grep -q 'lost contact with a peer' "$RUN_LOG"; then
@@ -33,11 +64,11 @@ for attempt in 1 2 3 4 5 6; do
         break
     fi
 done
-if [ $ok -eq 1 ] && [ $rc -ne 0 ] && [ $took -lt 40 ]; then
-    pass "peer timeout: job aborted after ${took}s with the peer-unreachable message"
+if [ $ok -eq 1 ] && [ $rc -ne 0 ] && [ $took -lt 20 ]; then
+    pass "peer liveness: a frozen rank is reported after ${took}s with the peer-unreachable message"
 else
-    fail "peer timeout" "rc=$rc after ${took}s, message found: $ok" "$RUN_LOG"
+    fail "peer liveness: frozen peer" "rc=$rc after ${took}s, message found: $ok" "$RUN_LOG"
 fi
 grep -q 'STALL: send completed' "$RUN_LOG" &&
-    fail "peer timeout" "MPI_Send completed although the peer never acknowledged" "$RUN_LOG"
+    fail "peer liveness: frozen peer" "MPI_Send completed although the peer never acknowledged" "$RUN_LOG"
 finish
