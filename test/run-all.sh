@@ -84,6 +84,8 @@ fi
 # the libFuzzer target over the receive dispatch: regressions, seed corpus,
 # then a bounded run (FUZZ_RUNS)
 run_step fuzz env FUZZ_OUT="$out/fuzz" bash "$top/test/fuzz/run.sh"
+# the usnic-provider test double (issue 11) against its own contract checks
+run_step prov bash "$top/test/prov/t_prov.sh" "$out/prov"
 # every MPI test over the default backend (the kernel's UDP sockets here),
 # then again over libfabric's udp provider (USNIC_TEST_BACKENDS="kernel"
 # runs the first pass only)

@@ -67,6 +67,8 @@ int main(int argc, char **argv)
         if (busy < 0) {
             raise(SIGSTOP); /* frozen: no progress, no liveness answers */
         } else {
+            printf("STALL: rank 1 away from MPI for %d s\n", busy);
+            fflush(stdout);
             sleep((unsigned) busy); /* computing: no progress, no ACKs */
             memset(buf, 0, len);
             MPI_Recv(buf, (int) len, MPI_CHAR, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

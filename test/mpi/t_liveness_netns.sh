@@ -1,0 +1,91 @@
+#!/bin/bash
+# Peer liveness between two hosts made of network namespaces
+# (test/lib/netns.sh; one rank on h1, one on h2), btl_usnic_peer_timeout 3:
+#   1. rank 1 (h2) computes outside MPI for 12 s (4 x the timeout) while
+#      rank 0's 8 MiB message waits for it: the job completes with every
+#      byte intact; rank 0's probes crossed the veths and were answered.
+#   2. the same, but once rank 1 is away, all UDP into h2 is dropped (an
+#      nft rule in h2: its usnic path is cut, ORTE's TCP still works): rank
+#      0 reports h2 unreachable within peer_timeout + 2 s of the cut (plus
+#      3 s for the job's shutdown), naming h2 as mpirun knows it (the
+#      hostfile's address), and the job ends.
+TEST_TIMEOUT=${TEST_TIMEOUT:-60}
+# shellcheck source=SCRIPTDIR/../lib/mpitest.sh
+. "$(dirname "$0")/../lib/mpitest.sh"
+# shellcheck source=SCRIPTDIR/../lib/netns.sh
+. "$(dirname "$0")/../lib/netns.sh"
+
+if ! usnic_mode; then
+    pass "liveness netns (skipped with USNIC_TEST_BTL=tcp)"
+    finish
+fi
+command -v nft >/dev/null || { fail "liveness netns" "needs nft (nftables)"; finish; }
+build_prog stall || finish
+stall=$BIN
+nsbed_up 2 || finish
+export USNIC_TEST_DEV=$NSB_DEV
+hosts1=$(nsbed_hostfile 1)
+timeout_s=3
+
+# ---- 1. a busy rank on the other host lives ----
+EXTRA_MCA="--mca btl_usnic_peer_timeout $timeout_s" nsbed_run_mpi "$hosts1" 2 "$stall" busy 12
+rc=$?
+replies=$(stat_sum "$RUN_LOG" live_replies)
+answered=$(stat_sum "$RUN_LOG" live_answered)
+if [ $rc -eq 0 ] && grep -q 'STALL: busy peer ok' "$RUN_LOG" && ! grep -q 'lost contact' "$RUN_LOG" &&
+    [ "$replies" -gt 0 ] && [ "$answered" -gt 0 ]; then
+    pass "liveness netns: rank on h2 12 s outside MPI (peer_timeout $timeout_s) lives: data intact, $replies probe replies"
+else
+    fail "liveness netns: busy rank" "rc=$rc replies=$replies answered=$answered" "$RUN_LOG"
+fi
+nsbed_check_placement "liveness netns: one rank per host" 2 1
+
+# ---- 2. h2's usnic path cut while its rank is away ----
+MT_RUNS=$((MT_RUNS + 1))
+RUN_LOG=$TEST_TMP/logs/$MT_NAME.$$.$MT_RUNS.stall-cut.log
+dir=$RUN_LOG.d
+rm -rf "$dir"
+echo "# cut: stall busy 30 across h1/h2, UDP into h2 dropped once rank 1 is away" >"$RUN_LOG"
+ip netns exec "$NSB_HEAD" timeout -k 10 "$TEST_TIMEOUT" mpirun --allow-run-as-root \
+    --hostfile "$hosts1" -np 2 --bind-to none --mca plm_rsh_agent "$NSB_AGENT" \
+    --mca oob_tcp_if_include "$NSB_CIDR" --output-filename "$dir:nocopy" --mca pml ob1 \
+    --mca btl usnic,self --mca btl_usnic_if_include "$NSB_CIDR" \
+    --mca btl_usnic_peer_timeout "$timeout_s" "$stall" busy 30 </dev/null >>"$RUN_LOG" 2>&1 &
+job=$!
+cut_at=""
+for ((i = 0; i < 200; i++)); do
+    if grep -rqs 'STALL: rank 1 away' "$dir"; then
+        nsbed_exec 2 nft -f - <<NFT
+table inet usnic_cut {
+    chain in {
+        type filter hook input priority 0; policy accept;
+        meta l4proto udp counter drop
+    }
+}
+NFT
+        cut_at=$SECONDS
+        break
+    fi
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.1
+done
+wait "$job"
+rc=$?
+ended=$SECONDS
+find "$dir" -type f -exec cat {} + >>"$RUN_LOG" 2>/dev/null
+# mpirun knows h2 by the name in the hostfile (its address)
+h2="($(nsbed_name 2)|$(nsbed_addr 2))"
+if [ -z "$cut_at" ]; then
+    fail "liveness netns: cut" "rank 1 never reported going away (rc=$rc)" "$RUN_LOG"
+elif [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((ended - cut_at)) -le $((timeout_s + 2 + 3)) ] &&
+    { grep -Eq "Peer host: *$h2 " "$RUN_LOG" || grep -q 'usnic: peer unreachable' "$RUN_LOG"; }; then
+    pass "liveness netns: h2's usnic path cut: reported after $((ended - cut_at))s (peer_timeout $timeout_s), job ended (rc=$rc)"
+else
+    fail "liveness netns: cut" "rc=$rc, ended $((ended - cut_at))s after the cut" "$RUN_LOG"
+fi
+grep -Eq "Peer host: *$h2 " "$RUN_LOG" &&
+    echo "    the help message names the peer host: $(grep -E -m1 'Peer host:' "$RUN_LOG")"
+grep -q 'STALL: send completed' "$RUN_LOG" &&
+    fail "liveness netns: cut" "MPI_Send completed although h2 never acknowledged" "$RUN_LOG"
+nsbed_exec 2 nft delete table inet usnic_cut 2>/dev/null
+finish
