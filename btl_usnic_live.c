@@ -65,6 +65,18 @@ static uint64_t live_mac(const struct usnic_sip_key *key, const struct usnic_liv
     return usnic_siphash24(key, pkt, offsetof(struct usnic_live_pkt, mac));
 }
 
+static void live_pkt_fill(struct usnic_live_pkt *pkt, uint8_t type, uint64_t to_key,
+                          uint64_t from_key, uint64_t nonce)
+{
+    memset(pkt, 0, sizeof(*pkt));
+    pkt->magic = USNIC_LIVE_MAGIC;
+    pkt->version = USNIC_PROTO_VERSION;
+    pkt->type = type;
+    pkt->to_key = to_key;
+    pkt->from_key = from_key;
+    pkt->nonce = nonce;
+}
+
 static int open_socket(const struct sockaddr_in *ifaddr, uint16_t *port)
 {
     struct sockaddr_in sin = *ifaddr;
@@ -140,13 +152,7 @@ static void handle_probe(struct live_mod *m, const struct usnic_live_pkt *in,
         m->drops++;
         return;
     }
-    memset(&out, 0, sizeof(out));
-    out.magic = USNIC_LIVE_MAGIC;
-    out.version = USNIC_PROTO_VERSION;
-    out.type = USNIC_LIVE_REPLY;
-    out.to_key = in->from_key;
-    out.from_key = m->key;
-    out.nonce = in->nonce;
+    live_pkt_fill(&out, USNIC_LIVE_REPLY, in->from_key, m->key, in->nonce);
     usnic_sip_tag_store(out.mac, live_mac(&m->mac, &out));
     if (sendto(m->fd, &out, sizeof(out), MSG_DONTWAIT, (const struct sockaddr *) from,
                sizeof(*from)) == (ssize_t) sizeof(out)) {
@@ -221,13 +227,7 @@ static void probe_round(void)
         m = &live.mods[w->mod];
         w->prev_nonce = w->nonce;
         w->nonce = usnic_rand(&live.rng);
-        memset(&out, 0, sizeof(out));
-        out.magic = USNIC_LIVE_MAGIC;
-        out.version = USNIC_PROTO_VERSION;
-        out.type = USNIC_LIVE_PROBE;
-        out.to_key = w->peer_key;
-        out.from_key = m->key;
-        out.nonce = w->nonce;
+        live_pkt_fill(&out, USNIC_LIVE_PROBE, w->peer_key, m->key, w->nonce);
         if (sendto(m->fd, &out, sizeof(out), MSG_DONTWAIT, (const struct sockaddr *) &w->to,
                    sizeof(w->to)) == (ssize_t) sizeof(out)) {
             m->probes_tx++;

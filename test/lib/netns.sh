@@ -25,6 +25,8 @@
 #   nsbed_exec HOST CMD.. run CMD in the namespace of host HOST (1, 2, ..)
 #   nsbed_run_mpi HOSTFILE NP PROG [ARGS...]
 #                         run_mpi (see mpitest.sh) across the hosts
+#   nsbed_start_mpi / nsbed_wait_mpi
+#                         the same in two halves (act while the job runs)
 #   nsbed_check_placement NAME NP PER_HOST
 #                         check where the ranks of the last run ran
 #   nsbed_ifstat HOST COUNTER   a statistics counter of HOST's NSB_DEV
@@ -182,7 +184,15 @@ nsbed_hostfile() {
 # "btl usnic,self" on the test bed's subnet (given as a CIDR); the BTL's
 # verbose output (btl_base_verbose 100) is in the log.  EXTRA_MCA is added.
 nsbed_run_mpi() {
-    local hf=$1 np=$2 prog=$3 rc start dir
+    nsbed_start_mpi "$@"
+    nsbed_wait_mpi
+}
+
+# nsbed_start_mpi HOSTFILE NP PROG [ARGS...]: nsbed_run_mpi's job started in
+# the background (its pid in NSB_JOB); the ranks' output collects under
+# $RUN_LOG.d until nsbed_wait_mpi waits for the job and finishes the log.
+nsbed_start_mpi() {
+    local hf=$1 np=$2 prog=$3 dir
     shift 3
     MT_RUNS=$((MT_RUNS + 1))
     MT_PROG=$(basename "$prog")
@@ -203,14 +213,23 @@ nsbed_run_mpi() {
     cmd+=(${EXTRA_MCA:-} "$prog" "$@")
 
     echo "# ip netns exec $NSB_HEAD ${cmd[*]}" > "$RUN_LOG"
-    start=$SECONDS
+    NSB_JOB_NP=$np
+    NSB_JOB_ARGS=("$@")
+    NSB_JOB_START=$SECONDS
     # in the background: a signal to this script runs its traps (and so
     # nsbed_down) at once instead of after mpirun
     ip netns exec "$NSB_HEAD" timeout -k 10 "$TEST_TIMEOUT" "${cmd[@]}" \
         >> "$RUN_LOG" 2>&1 < /dev/null &
-    wait $!
+    NSB_JOB=$!
+}
+
+# nsbed_wait_mpi: wait for nsbed_start_mpi's job; returns its status (as
+# run_mpi does: 124 = timed out) with the log completed.
+nsbed_wait_mpi() {
+    local rc
+    wait "$NSB_JOB"
     rc=$?
-    run_log_finish "$np" "$rc" "$start" "$@"
+    run_log_finish "$NSB_JOB_NP" "$rc" "$NSB_JOB_START" "${NSB_JOB_ARGS[@]}"
 }
 
 # nsbed_ifstat HOST COUNTER: statistics counter (tx_bytes, rx_packets, ...)

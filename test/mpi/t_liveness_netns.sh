@@ -41,20 +41,10 @@ fi
 nsbed_check_placement "liveness netns: one rank per host" 2 1
 
 # ---- 2. h2's usnic path cut while its rank is away ----
-MT_RUNS=$((MT_RUNS + 1))
-RUN_LOG=$TEST_TMP/logs/$MT_NAME.$$.$MT_RUNS.stall-cut.log
-dir=$RUN_LOG.d
-rm -rf "$dir"
-echo "# cut: stall busy 30 across h1/h2, UDP into h2 dropped once rank 1 is away" >"$RUN_LOG"
-ip netns exec "$NSB_HEAD" timeout -k 10 "$TEST_TIMEOUT" mpirun --allow-run-as-root \
-    --hostfile "$hosts1" -np 2 --bind-to none --mca plm_rsh_agent "$NSB_AGENT" \
-    --mca oob_tcp_if_include "$NSB_CIDR" --output-filename "$dir:nocopy" --mca pml ob1 \
-    --mca btl usnic,self --mca btl_usnic_if_include "$NSB_CIDR" \
-    --mca btl_usnic_peer_timeout "$timeout_s" "$stall" busy 30 </dev/null >>"$RUN_LOG" 2>&1 &
-job=$!
+EXTRA_MCA="--mca btl_usnic_peer_timeout $timeout_s" nsbed_start_mpi "$hosts1" 2 "$stall" busy 30
 cut_at=""
 for ((i = 0; i < 200; i++)); do
-    if grep -rqs 'STALL: rank 1 away' "$dir"; then
+    if grep -rqs 'STALL: rank 1 away' "$RUN_LOG.d"; then
         nsbed_exec 2 nft -f - <<NFT
 table inet usnic_cut {
     chain in {
@@ -66,13 +56,12 @@ NFT
         cut_at=$SECONDS
         break
     fi
-    kill -0 "$job" 2>/dev/null || break
+    kill -0 "$NSB_JOB" 2>/dev/null || break
     sleep 0.1
 done
-wait "$job"
+nsbed_wait_mpi
 rc=$?
 ended=$SECONDS
-find "$dir" -type f -exec cat {} + >>"$RUN_LOG" 2>/dev/null
 # mpirun knows h2 by the name in the hostfile (its address)
 h2="($(nsbed_name 2)|$(nsbed_addr 2))"
 if [ -z "$cut_at" ]; then

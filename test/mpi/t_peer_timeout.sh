@@ -18,8 +18,8 @@ TEST_TIMEOUT=60 EXTRA_MCA="--mca btl_usnic_peer_timeout 2" \
     run_mpi 2 "$BIN" busy 8
 rc=$?
 took=$((SECONDS - start))
-answered=$(awk "$MT_AWK_STATS"' /\[usnic stats\]/ { stats_kv(kv); s += kv["live_answered"] } END { print s + 0 }' "$RUN_LOG")
-replies=$(awk "$MT_AWK_STATS"' /\[usnic stats\]/ { stats_kv(kv); s += kv["live_replies"] } END { print s + 0 }' "$RUN_LOG")
+answered=$(stat_sum "$RUN_LOG" live_answered)
+replies=$(stat_sum "$RUN_LOG" live_replies)
 if [ $rc -eq 0 ] && grep -q 'STALL: busy peer ok' "$RUN_LOG" && ! grep -q 'lost contact' "$RUN_LOG" &&
     [ "$answered" -gt 0 ] && [ "$replies" -gt 0 ] && assert_usnic_carried "$RUN_LOG" 8000000 2; then
     pass "peer liveness: a rank 8 s outside MPI (peer_timeout 2) is alive: data intact, $answered probes answered (${took}s)"
