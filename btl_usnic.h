@@ -49,7 +49,7 @@ BEGIN_C_DECLS
 #define USNIC_PUT_RECENT 4
 
 /* Version of the modex record layout (btl_usnic_proc.h). */
-#define USNIC_MODEX_VERSION 3
+#define USNIC_MODEX_VERSION 4
 
 /* Datagrams from a sender of our job whose modex record is being fetched
  * (btl_usnic_proc.c), held per module until it arrives. */
@@ -247,12 +247,18 @@ typedef struct usnic_params {
     int tlp;                      /* tail-loss probes on/off */
     int gso;                      /* kernel backend: UDP_SEGMENT trains, UDP_GRO */
     int max_resends_per_iteration;
-    int ack_delay;         /* usec */
-    int fast_retrans_dups; /* duplicate ACKs that trigger a fast retransmit */
-    int peer_timeout;      /* sec without ACKs or liveness answers: the peer is dead */
-    int liveness;          /* answer and send liveness probes (btl_usnic_live.h) */
-    int seg_num;           /* send segments per module */
-    int reasm_slots;       /* concurrent reassemblies per peer */
+    int ack_delay;                      /* usec */
+    int fast_retrans_dups;              /* duplicate ACKs that trigger a fast retransmit */
+    int peer_timeout;                   /* sec without ACKs or liveness answers: the peer is dead */
+    int liveness;                       /* answer and send liveness probes (btl_usnic_live.h) */
+    int connectivity_check;             /* btl_usnic_cc.h on/off */
+    int connectivity_ack_timeout;       /* ms between ping rounds */
+    int connectivity_error_num_retries; /* rounds before a verdict */
+    int connectivity_mtu_fallback;      /* black hole: smaller size (1) or error (0) */
+    char *connectivity_map;             /* file prefix, "" = none */
+    int show_route_failures;            /* message when a peer is unreachable */
+    int seg_num;                        /* send segments per module */
+    int reasm_slots;                    /* concurrent reassemblies per peer */
     int print_stats;
     int udp_sockbuf;       /* udp provider: kernel socket buffer bytes (0 = default) */
     int max_inflight;      /* unacknowledged bytes per peer at most (0 = half its buffer) */

@@ -17,6 +17,7 @@
 #include "btl_usnic.h"
 #include "btl_usnic_chan.h"
 #include "btl_usnic_live.h"
+#include "btl_usnic_path.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_proc.h"
@@ -73,6 +74,7 @@ static int usnic_component_close(void)
 {
     usnic_component_t *c = &mca_btl_usnic_component;
 
+    usnic_path_fini();
     usnic_live_stop();
     free(c->modules);
     c->modules = NULL;
@@ -476,6 +478,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         return NULL;
     }
     (void) usnic_live_start();
+    usnic_path_init();
     btls = malloc((size_t) c->num_modules * sizeof(*btls));
     if (NULL == btls) {
         return NULL;
@@ -566,6 +569,7 @@ int usnic_component_progress(void)
     int count = 0;
 
     usnic_lock();
+    usnic_path_progress();
     for (int i = 0; i < c->num_modules; i++) {
         if (!c->modules[i]->finalized) {
             count += module_progress(c->modules[i]);

@@ -9,6 +9,7 @@
 
 #include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
+#include "btl_usnic_path.h"
 #include "btl_usnic_live.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_send.h"
@@ -380,6 +381,7 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
 
     opal_hash_table_set_value_uint64(&module->senders, rec->key, ep);
     opal_list_append(&module->endpoints, &ep->super);
+    usnic_path_endpoint(ep);
     USNIC_VERBOSE(20, "%s: endpoint to module 0x%x (%s) created: auth %s, checksum %s",
                   module->ifname, rec->module_id,
                   (NULL != proc && NULL != proc->proc_hostname) ? proc->proc_hostname : "?",

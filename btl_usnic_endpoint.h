@@ -53,6 +53,10 @@ struct mca_btl_base_endpoint_t {
     uint64_t last_progress_us; /* last time the peer acknowledged something new, or
                                   our window went from empty to busy */
     bool dead;                 /* reported failed; nothing more is sent */
+    uint8_t path_state;        /* USNIC_PATH_*: the connectivity check (btl_usnic_path.h) */
+    uint32_t path_handle;      /* its handle (btl_usnic_cc.h), 0: none */
+    uint32_t path_full;        /* the pair's datagram size from both modex records */
+    uint32_t path_size;        /* what the check proved (0: not checked) */
     int live_slot;             /* its entry in the liveness table (btl_usnic_live.h), -1: none */
     bool live_watched;         /* its peer is being probed */
 };

@@ -19,6 +19,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_auth.h"
+#include "btl_usnic_cc.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_live.h"
 #include "btl_usnic_proto.h"
@@ -32,6 +33,7 @@ struct live_mod {
     uint64_t key;
     struct usnic_sip_key mac; /* our secret: MACs of our replies */
     uint64_t probes_tx, replies_rx, replies_tx, drops;
+    uint64_t pongs_tx;  /* connectivity pings echoed */
     uint64_t bucket_us; /* reply rate limit: time the bucket was last refilled */
     uint32_t tokens;
 };
@@ -58,6 +60,7 @@ static struct {
     int nw;
     uint64_t interval_us;
     uint64_t rng;
+    uint8_t rxbuf[65536]; /* the thread's: connectivity pings are up to 65507 bytes */
 } live = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake_fd = -1};
 
 static uint64_t live_mac(const struct usnic_sip_key *key, const struct usnic_live_pkt *pkt)
@@ -87,6 +90,9 @@ static int open_socket(const struct sockaddr_in *ifaddr, uint16_t *port)
         return -1;
     }
     sin.sin_port = 0;
+    /* connectivity pings are echoed with DF, whatever the kernel's path-MTU
+     * cache says, so an answer proves the size both ways */
+    (void) setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &(int){IP_PMTUDISC_PROBE}, sizeof(int));
     if (0 != bind(fd, (struct sockaddr *) &sin, sizeof(sin)) ||
         0 != getsockname(fd, (struct sockaddr *) &sin, &len)) {
         close(fd);
@@ -193,10 +199,25 @@ static void drain(int mod, uint64_t now)
         struct usnic_live_pkt pkt;
         struct sockaddr_in from;
         socklen_t flen = sizeof(from);
-        ssize_t r = recvfrom(m->fd, &pkt, sizeof(pkt), MSG_DONTWAIT | MSG_TRUNC,
+        ssize_t r = recvfrom(m->fd, live.rxbuf, sizeof(live.rxbuf), MSG_DONTWAIT | MSG_TRUNC,
                              (struct sockaddr *) &from, &flen);
         if (r < 0) {
             return; /* EAGAIN: drained; anything else: try again at the next wake-up */
+        }
+        if (flen == sizeof(from) && AF_INET == from.sin_family &&
+            (size_t) r <= sizeof(live.rxbuf) && (size_t) r != sizeof(pkt) &&
+            usnic_cc_make_pong(live.rxbuf, (size_t) r, m->key)) {
+            /* a connectivity ping (btl_usnic_cc.h): back at the same size */
+            if (reply_allowed(m, now) && sendto(m->fd, live.rxbuf, (size_t) r, MSG_DONTWAIT,
+                                                (struct sockaddr *) &from, sizeof(from)) == r) {
+                m->pongs_tx++;
+            } else {
+                m->drops++;
+            }
+            continue;
+        }
+        if ((size_t) r == sizeof(pkt)) {
+            memcpy(&pkt, live.rxbuf, sizeof(pkt));
         }
         pthread_mutex_lock(&live.lock);
         if ((size_t) r != sizeof(pkt) || flen != sizeof(from) || AF_INET != from.sin_family ||

@@ -469,6 +469,30 @@ static const usnic_tunable_t usnic_tunables[] = {
                "Answer liveness probes from a thread of our own and probe peers that hold our "
                "data unacknowledged for a while (1 = on, 0 = off: a peer busy outside MPI for "
                "longer than btl_usnic_peer_timeout is then declared dead)"),
+    TUNE_ONOFF("connectivity_check", connectivity_check, OPAL_INFO_LVL_3, 1,
+               "Prove the path to every peer interface before the first traffic over it, with "
+               "a small and a full-size datagram that may not be fragmented, once per host "
+               "(the agent runs in local rank 0) (1 = on, 0 = off).  A path that carries only "
+               "smaller datagrams gets the largest size that passes "
+               "(btl_usnic_connectivity_mtu_fallback); a path that carries nothing is an error "
+               "within seconds"),
+    TUNE_RANGE("connectivity_ack_timeout", connectivity_ack_timeout, OPAL_INFO_LVL_5, 250, 1, 60000,
+               "Milliseconds between rounds of connectivity pings"),
+    TUNE_RANGE("connectivity_error_num_retries", connectivity_error_num_retries, OPAL_INFO_LVL_5,
+               12, 1, 10000,
+               "Rounds of connectivity pings without an answer before a path is declared "
+               "broken (with btl_usnic_connectivity_ack_timeout: 12 x 250 ms = 3 s)"),
+    TUNE_ONOFF("connectivity_mtu_fallback", connectivity_mtu_fallback, OPAL_INFO_LVL_4, 1,
+               "When the connectivity check finds that a path drops datagrams of the pair's "
+               "full size but carries smaller ones (an MTU black hole), use the largest size "
+               "that passed and warn once (1), or abort the job with an error (0)"),
+    TUNE_STR("connectivity_map", connectivity_map, OPAL_INFO_LVL_3, "", NULL,
+             "Write a file per process named <this value>-<host>-pid<pid>-rank<rank>.txt saying "
+             "which local interface talks to which peer interface, with the checked datagram "
+             "size (empty = no files)"),
+    TUNE_ONOFF("show_route_failures", show_route_failures, OPAL_INFO_LVL_3, 1,
+               "Show a message when a peer process cannot be reached from any usnic interface "
+               "of this process (1 = yes, 0 = no)"),
     TUNE_RANGE("seg_num", seg_num, OPAL_INFO_LVL_6, 8192, 1, USNIC_COUNT_MAX,
                "Send segments per module (bounds the data in flight on a module; at most 64 MiB "
                "of segments are used whatever this says)"),
@@ -789,7 +813,9 @@ static void check_tunable(usnic_report_t *r, const usnic_tunable_t *t)
     given_find(name, &g);
     switch (t->kind) {
     case TUNE_STRING:
-        t->check(r, name, *(char **) field, &g);
+        if (NULL != t->check) {
+            t->check(r, name, *(char **) field, &g);
+        }
         break;
     case TUNE_INT: {
         int64_t v = *(int *) field;

@@ -3,18 +3,59 @@
  * no-op unless MPI threads are in use) and hands work to the send engine
  * (btl_usnic_send.c).
  */
+#include <ctype.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include "opal/class/opal_bitmap.h"
 #include "opal/datatype/opal_convertor.h"
+#include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
 #include "btl_usnic_endpoint.h"
+#include "btl_usnic_path.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
+
+/* A peer with usnic interfaces that none of ours can pair with
+ * (btl_usnic_show_route_failures): say so once per peer process. */
+static void route_failure(opal_proc_t *proc, const struct usnic_modex_rec *recs, size_t nrecs)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+    char ours[512] = "", theirs[512] = "";
+    size_t o = 0, t = 0;
+
+    if (0 == c->params.show_route_failures) {
+        return;
+    }
+    for (int m = 1; m < c->num_modules; m++) {
+        if (NULL != usnic_pair(c->modules[m], proc, recs, nrecs)) {
+            return; /* another module of ours reaches it */
+        }
+    }
+    for (int m = 0; m < c->num_modules && o < sizeof(ours); m++) {
+        char a[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &c->modules[m]->if_addr.sin_addr, a, sizeof(a));
+        o += (size_t) snprintf(ours + o, sizeof(ours) - o, "%s%s %s/%u", m ? ", " : "",
+                               c->modules[m]->ifname, a, (unsigned) c->modules[m]->if_prefixlen);
+    }
+    for (size_t r = 0; r < nrecs && t < sizeof(theirs); r++) {
+        char a[INET_ADDRSTRLEN], name[sizeof(recs[r].ifname) + 1];
+        size_t k;
+        for (k = 0; k < sizeof(recs[r].ifname) && '\0' != recs[r].ifname[k]; k++) {
+            name[k] = isprint((unsigned char) recs[r].ifname[k]) ? recs[r].ifname[k] : '?';
+        }
+        name[k] = '\0';
+        inet_ntop(AF_INET, &recs[r].ipv4, a, sizeof(a));
+        t += (size_t) snprintf(theirs + t, sizeof(theirs) - t, "%s%s %s/%u", r ? ", " : "",
+                               k ? name : "?", a, (unsigned) recs[r].prefixlen);
+    }
+    opal_show_help("help-mpi-btl-usnic.txt", "unreachable peer", true, opal_process_info.nodename,
+                   ours, (NULL != proc->proc_hostname) ? proc->proc_hostname : "unknown", theirs);
+}
 
 static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs,
                            struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **peers,
@@ -40,6 +81,8 @@ static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs,
         rec = usnic_pair(module, procs[i], recs, nrecs);
         if (NULL != rec) {
             peers[i] = usnic_endpoint_create(module, procs[i], rec);
+        } else if (0 == module->index && nrecs > 0) {
+            route_failure(procs[i], recs, nrecs);
         }
         free(recs);
         if (NULL != peers[i]) {
@@ -49,6 +92,7 @@ static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs,
             added++;
         }
     }
+    usnic_path_map_write();
     usnic_unlock();
     USNIC_VERBOSE(20, "%s: %d of %zu peers reachable", module->ifname, added, nprocs);
     return OPAL_SUCCESS;
@@ -88,6 +132,9 @@ static mca_btl_base_descriptor_t *usnic_alloc(struct mca_btl_base_module_t *btl,
     (void) order;
 
     usnic_lock();
+    if (NULL != ep) {
+        usnic_path_ready(ep);
+    }
     if (size <=
         ((NULL != ep) ? ep->frag_max : module->chan[USNIC_CHAN_DATA].mtu - USNIC_HDR_LEN_FRAG)) {
         frag = usnic_frag_alloc_small(module, ep, size, flags);
@@ -133,6 +180,7 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t
     (void) order;
 
     usnic_lock();
+    usnic_path_ready(ep);
     if (reserve + max_data <= ep->frag_max) {
         /* SMALL: header and data in one segment (the copy is cheaper than an iov) */
         frag = usnic_frag_alloc_small(module, ep, reserve + max_data, flags);
@@ -208,6 +256,7 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
     int rc = OPAL_SUCCESS;
 
     usnic_lock();
+    usnic_path_ready(ep);
     if (OPAL_UNLIKELY(ep->dead)) {
         usnic_unlock();
         return OPAL_ERR_UNREACH;
@@ -250,6 +299,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
     usnic_seg_t *seg;
 
     usnic_lock();
+    usnic_path_ready(ep);
     if (OPAL_UNLIKELY(ep->dead)) {
         usnic_unlock();
         if (NULL != descriptor) {
@@ -303,6 +353,7 @@ static int usnic_put(struct mca_btl_base_module_t *btl, struct mca_btl_base_endp
         return OPAL_ERR_BAD_PARAM;
     }
     usnic_lock();
+    usnic_path_ready(ep);
     if (OPAL_UNLIKELY(ep->dead)) {
         usnic_unlock();
         return OPAL_ERR_UNREACH;

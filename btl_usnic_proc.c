@@ -46,6 +46,9 @@ void usnic_modex_fill(usnic_module_t *module, struct usnic_modex_rec *rec)
         size_t n = strlen(module->prov_name);
         memcpy(rec->provider, module->prov_name,
                n < sizeof(rec->provider) - 1 ? n : sizeof(rec->provider) - 1);
+        n = strlen(module->ifname);
+        memcpy(rec->ifname, module->ifname,
+               n < sizeof(rec->ifname) - 1 ? n : sizeof(rec->ifname) - 1);
     }
 }
 

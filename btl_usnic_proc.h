@@ -39,8 +39,9 @@ struct usnic_modex_rec {
     uint32_t send_window;                /* its per-peer send window */
     uint32_t rcvbuf;   /* kernel receive buffer of its data channel, 0 = unknown */
     char provider[16]; /* libfabric provider name, NUL-padded */
+    char ifname[16];   /* its interface (for messages only), NUL-padded */
 };
-_Static_assert(sizeof(struct usnic_modex_rec) == 88, "modex record layout");
+_Static_assert(sizeof(struct usnic_modex_rec) == 104, "modex record layout");
 
 #define USNIC_MAX_MODULES 64
 

@@ -16,7 +16,9 @@ mode=${USNIC_UNIT_MODE:-asan}
 CC=${CC:-gcc}
 CFLAGS="-std=c11 -O1 -g -Wall -Wextra -Werror -I. -DBTL_USNIC_UNIT_TEST=1"
 CORE="btl_usnic_rel.c btl_usnic_reasm.c btl_usnic_reg.c btl_usnic_proto.c btl_usnic_auth.c"
-TESTS="test_auth test_rel test_proto test_model"
+TESTS="test_auth test_rel test_proto test_model test_cc"
+# the connectivity checker is built from its own sources (no core, threads)
+CC_SRCS="btl_usnic_cagent.c btl_usnic_cclient.c"
 
 case $mode in
 asan)
@@ -53,6 +55,11 @@ cd "$root" || exit 1
 for t in $TESTS; do
     echo "build: $out/$t"
     # shellcheck disable=SC2086
+    if [ "$t" = test_cc ]; then
+        # shellcheck disable=SC2086
+        $CC $CFLAGS -pthread -o "$out/$t" $CC_SRCS "test/unit/$t.c" || exit 1
+        continue
+    fi
     $CC $CFLAGS -o "$out/$t" $CORE "test/unit/$t.c" test/unit/simlink.c || exit 1
 done
 

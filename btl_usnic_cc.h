@@ -1,0 +1,156 @@
+/*
+ * The connectivity checker (ARCHITECTURE.md, decision 8): before the first
+ * traffic between a local interface and a peer interface, prove the path
+ * with datagrams that may not be fragmented, once per host, and find the
+ * largest datagram the path really carries.
+ *
+ *   agent   (btl_usnic_cagent.c) one per host, in the process of local
+ *           rank 0: a thread that listens on a Unix-domain socket in the
+ *           job's session directory, pings peer interfaces over UDP (one
+ *           socket per local interface address) and keeps every verdict
+ *           for all the host's processes.
+ *   client  (btl_usnic_cclient.c) in every process: a thread that talks
+ *           to the agent (handshake with version check, requests, results)
+ *           and hands the verdicts to the BTL.  In local rank 0 it feeds
+ *           the agent's engine directly.  When no agent can be reached
+ *           (it never came, or left before its clients were done), the
+ *           client runs the same engine itself, so no check is ever lost.
+ *
+ * A check of a pair (local address, peer address, full size) sends, every
+ * ack_timeout, a small ping and one ping of every candidate size not yet
+ * answered: the pair's full datagram size, then the common smaller ones
+ * (9000, 4096, 1500, 1400, 1280 and 576-byte IP packets) below it.  The
+ * peer's liveness responder (btl_usnic_live.c) echoes each ping at the
+ * same size, so an answer proves both directions.  Every datagram leaves
+ * with DF set and without the kernel's path-MTU cache (IP_PMTUDISC_PROBE).
+ * The check ends as soon as the full size is answered (OK), or after
+ * num_retries rounds: no answer to the small ping is NOPATH; otherwise the
+ * largest size answered is the path's datagram size (REDUCED), in the
+ * spirit of RFC 8899's datagram PLPMTUD with the search done in parallel.
+ *
+ * This file and the two that implement it use no OPAL: the unit test
+ * test/unit/t_cc.c drives agent and clients in one process.
+ *
+ * Ping wire format (32 bytes, then padding up to size; host byte order):
+ *
+ *    0        4       5      6       8        12       16         24      32
+ *    +--------+-------+------+-------+--------+--------+----------+-------+
+ *    | magic  |version| type | zero  |  size  | zero   |  to_key  | nonce |
+ *    +--------+-------+------+-------+--------+--------+----------+-------+
+ *
+ * size is the whole datagram's length (checked against what arrived);
+ * to_key the peer module's modex key; nonce random per check, echoed.
+ */
+#ifndef BTL_USNIC_CC_H
+#define BTL_USNIC_CC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define USNIC_CC_MAGIC 0x47504355u /* "UCPG" on little-endian hosts */
+#define USNIC_CC_VERSION 1         /* ping format and agent protocol */
+#define USNIC_CC_PING 1
+#define USNIC_CC_PONG 2
+#define USNIC_CC_SMALL 64         /* the small ping */
+#define USNIC_CC_MIN_USEFUL 548   /* a smaller largest size is no usable path */
+#define USNIC_CC_MAX_DGRAM 65507u /* the largest UDP payload over IPv4 */
+
+struct usnic_cc_ping {
+    uint32_t magic;
+    uint8_t version;
+    uint8_t type; /* USNIC_CC_PING or USNIC_CC_PONG */
+    uint16_t zero;
+    uint32_t size;
+    uint32_t zero2;
+    uint64_t to_key;
+    uint64_t nonce;
+};
+_Static_assert(sizeof(struct usnic_cc_ping) == 32, "connectivity ping layout");
+
+/* What to check.  Addresses and port in network byte order. */
+struct usnic_cc_req {
+    uint32_t local_ip;    /* our interface */
+    uint32_t remote_ip;   /* the peer's interface */
+    uint16_t remote_port; /* its liveness responder */
+    uint16_t zero;
+    uint32_t full;       /* the pair's datagram size (UDP payload) */
+    uint64_t remote_key; /* the peer module's modex key (to_key of the pings) */
+};
+
+enum usnic_cc_status {
+    USNIC_CC_PENDING = 0,
+    USNIC_CC_OK = 1,       /* the full size is proven */
+    USNIC_CC_REDUCED = 2,  /* small passes, full does not: size is the largest that did */
+    USNIC_CC_NOPATH = 3,   /* not even the small ping was answered */
+    USNIC_CC_UNCHECKED = 4 /* the checker could not run (reason in the log) */
+};
+
+struct usnic_cc_result {
+    uint32_t status;   /* enum usnic_cc_status */
+    uint32_t size;     /* largest size proven (OK: full; REDUCED: less; else 0) */
+    uint32_t rounds;   /* rounds of pings it took */
+    uint32_t by_agent; /* 1: the host's agent decided it, 0: this process */
+};
+
+struct usnic_cc_config {
+    const char *sock_path;                   /* the agent's Unix socket */
+    bool agent;                              /* this process hosts the agent */
+    int ack_timeout_ms;                      /* between rounds of pings */
+    int num_retries;                         /* rounds before a verdict without the full size */
+    int connect_timeout_ms;                  /* how long a client tries to reach the agent */
+    int agent_delay_ms;                      /* tests: the agent starts listening this late */
+    void (*log)(int level, const char *msg); /* verbose output, may be NULL */
+};
+
+/* Start the checker in this process (the agent too, with cfg->agent).
+ * 0 or -errno.  Idempotent. */
+int usnic_cc_init(const struct usnic_cc_config *cfg);
+
+/* Ask for a pair to be checked; returns a handle (> 0) that identical
+ * requests share, or 0 on failure.  Never blocks. */
+uint32_t usnic_cc_request(const struct usnic_cc_req *req);
+
+/* The verdict of a handle: false while pending.  Never blocks. */
+bool usnic_cc_result(uint32_t handle, struct usnic_cc_result *res);
+
+/* Wait up to timeout_ms for the verdict: true if it came. */
+bool usnic_cc_wait(uint32_t handle, struct usnic_cc_result *res, int timeout_ms);
+
+/* Bumped every time a verdict arrives (cheap to poll from a progress loop). */
+uint32_t usnic_cc_generation(void);
+
+/* Counters: pings sent, pongs received, requests to the agent, verdicts
+ * the agent gave, checks this process ran itself. */
+struct usnic_cc_counts {
+    uint64_t pings, pongs, agent_reqs, agent_results, local_checks, agent_clients;
+};
+void usnic_cc_counts(struct usnic_cc_counts *c);
+
+/* Stop: the agent stops listening (its clients carry on by themselves). */
+void usnic_cc_fini(void);
+
+/* ---- the engine (btl_usnic_cagent.c), used by the client's thread ---- */
+
+struct cc_engine;
+typedef void (*cc_done_fn)(void *ctx, uint64_t waiter, const struct usnic_cc_req *req,
+                           const struct usnic_cc_result *res);
+
+struct cc_engine *cc_engine_new(int ack_timeout_ms, int num_retries, cc_done_fn done, void *ctx,
+                                void (*log)(int, const char *));
+void cc_engine_free(struct cc_engine *e);
+/* Add a check (or wait on an identical one); waiter is returned to done(). */
+void cc_engine_add(struct cc_engine *e, const struct usnic_cc_req *req, uint64_t waiter,
+                   uint64_t now_us);
+/* Drop every waiter whose value has (waiter >> 32) == tag (a client gone). */
+void cc_engine_forget(struct cc_engine *e, uint32_t tag);
+/* Its sockets to poll: fills fds (at most max), returns how many. */
+int cc_engine_fds(const struct cc_engine *e, int *fds, int max);
+/* Read what arrived on fd, send what is due; returns ms until next due (-1: none). */
+int cc_engine_run(struct cc_engine *e, int ready_fd, uint64_t now_us);
+void cc_engine_counts(const struct cc_engine *e, uint64_t *pings, uint64_t *pongs);
+
+/* Echo a ping that arrived (liveness responder): true if buf holds a valid
+ * ping for key; it is then turned into the pong to send back. */
+bool usnic_cc_make_pong(uint8_t *buf, size_t len, uint64_t key);
+
+#endif /* BTL_USNIC_CC_H */

@@ -1,0 +1,355 @@
+/* Connectivity verdicts applied to endpoints (btl_usnic_path.h). */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_cc.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_path.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_proto.h"
+
+#define PATH_CONNECT_TIMEOUT_MS 5000 /* how long a client looks for its host's agent */
+
+static bool path_on;
+static uint32_t path_seen;
+
+static void path_log(int level, const char *msg)
+{
+    USNIC_VERBOSE(level, "%s", msg);
+}
+
+void usnic_path_init(void)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+    const usnic_params_t *p = &c->params;
+    struct usnic_cc_config cfg = {0};
+    char path[256] = "";
+    const char *delay = getenv("USNIC_CC_TEST_AGENT_DELAY_MS"); /* tests only */
+    bool any = false;
+    int rc;
+
+    path_on = false;
+    if (0 == p->connectivity_check) {
+        USNIC_VERBOSE(5, "connectivity checker off (btl_usnic_connectivity_check 0)");
+        return;
+    }
+    for (int i = 0; i < c->num_modules; i++) {
+        any = any || 0 != c->modules[i]->live_port;
+    }
+    if (!any) {
+        USNIC_VERBOSE(5, "connectivity checker off: no module has a liveness responder to "
+                         "answer pings (btl_usnic_liveness)");
+        return;
+    }
+    if (NULL != opal_process_info.job_session_dir) {
+        snprintf(path, sizeof(path), "%s/usnic-cagent.sock", opal_process_info.job_session_dir);
+    }
+    cfg.sock_path = path;
+    cfg.agent = 0 == opal_process_info.my_local_rank;
+    cfg.ack_timeout_ms = p->connectivity_ack_timeout;
+    cfg.num_retries = p->connectivity_error_num_retries;
+    cfg.connect_timeout_ms = PATH_CONNECT_TIMEOUT_MS;
+    cfg.agent_delay_ms = (NULL != delay) ? atoi(delay) : 0;
+    cfg.log = path_log;
+    rc = usnic_cc_init(&cfg);
+    if (0 != rc) {
+        USNIC_VERBOSE(5, "connectivity checker not started (%s): paths are not checked",
+                      strerror(-rc));
+        return;
+    }
+    path_on = true;
+    path_seen = usnic_cc_generation();
+    if (cfg.agent && cfg.agent_delay_ms > 0) {
+        USNIC_VERBOSE(5, "connectivity agent listens %d ms late (USNIC_CC_TEST_AGENT_DELAY_MS)",
+                      cfg.agent_delay_ms);
+    }
+    USNIC_VERBOSE(20, "connectivity checker started (%s, socket %s)",
+                  cfg.agent ? "agent of this host" : "client", path[0] ? path : "none");
+}
+
+void usnic_path_fini(void)
+{
+    if (path_on) {
+        usnic_cc_fini();
+        path_on = false;
+    }
+}
+
+/* The pair's datagram size on the data channel: both sides' records. */
+static uint32_t pair_full(const mca_btl_base_endpoint_t *ep)
+{
+    uint32_t full = ep->module->chan[USNIC_CHAN_DATA].mtu;
+    return ep->remote.mtu[USNIC_CHAN_DATA] < full ? ep->remote.mtu[USNIC_CHAN_DATA] : full;
+}
+
+void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
+{
+    struct usnic_cc_req req;
+
+    ep->path_full = pair_full(ep);
+    ep->path_size = 0;
+    ep->path_handle = 0;
+    ep->path_state = USNIC_PATH_READY;
+    if (!path_on || 0 == ep->remote.live_port) {
+        return;
+    }
+    memset(&req, 0, sizeof(req));
+    req.local_ip = ep->module->if_addr.sin_addr.s_addr;
+    req.remote_ip = ep->remote.ipv4;
+    req.remote_port = ep->remote.live_port;
+    req.full = ep->path_full;
+    req.remote_key = ep->remote.key;
+    ep->path_handle = usnic_cc_request(&req);
+    if (0 != ep->path_handle) {
+        ep->path_state = USNIC_PATH_PENDING;
+    }
+}
+
+/* A printable copy of a name from a peer's record. */
+static void peer_ifname(const mca_btl_base_endpoint_t *ep, char *out, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i + 1 < len && i < sizeof(ep->remote.ifname) && '\0' != ep->remote.ifname[i]; i++) {
+        out[i] = isprint((unsigned char) ep->remote.ifname[i]) ? ep->remote.ifname[i] : '?';
+    }
+    out[i] = '\0';
+    if (0 == i) {
+        snprintf(out, len, "unknown");
+    }
+}
+
+static const char *peer_host(const mca_btl_base_endpoint_t *ep)
+{
+    return (NULL != ep->proc && NULL != ep->proc->proc_hostname) ? ep->proc->proc_hostname
+                                                                 : "unknown";
+}
+
+/* Report a path that cannot be used and tell the PML. */
+static void path_fail(mca_btl_base_endpoint_t *ep, const char *topic, uint32_t size)
+{
+    usnic_module_t *module = ep->module;
+    char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN], rif[sizeof(ep->remote.ifname) + 8];
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+
+    if (ep->dead) {
+        return;
+    }
+    ep->dead = true;
+    inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
+    inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
+    peer_ifname(ep, rif, sizeof(rif));
+    if (0 == strcmp(topic, "no path")) {
+        opal_show_help("help-mpi-btl-usnic.txt", topic, true, opal_process_info.nodename,
+                       module->ifname, lip, peer_host(ep), rif, rip,
+                       p->connectivity_error_num_retries, p->connectivity_ack_timeout);
+    } else {
+        opal_show_help("help-mpi-btl-usnic.txt", topic, true, opal_process_info.nodename,
+                       module->ifname, lip, peer_host(ep), rif, rip, ep->path_full, size);
+    }
+    if (NULL != module->error_cb) {
+        module->error_cb(&module->super, MCA_BTL_ERROR_FLAGS_FATAL, ep->proc,
+                         (char *) "usnic: no usable path to peer");
+    }
+}
+
+/* Smaller datagrams to this peer from now on (nothing was sent yet). */
+static void path_shrink(mca_btl_base_endpoint_t *ep, uint32_t size)
+{
+    ep->frag_max = size - (uint32_t) USNIC_HDR_LEN_FRAG;
+    if (ep->prio_frag_max > ep->frag_max) {
+        ep->prio_frag_max = ep->frag_max;
+    }
+    ep->chunk_max = size - (uint32_t) USNIC_HDR_LEN_CHUNK;
+    ep->put_max = size - (uint32_t) USNIC_HDR_LEN_PUT;
+    /* the peer found the same black hole and cuts its chunks smaller too;
+     * which size it settled on is its own verdict, so accept any */
+    ep->reasm.chunk = 0;
+}
+
+static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result *res)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    usnic_module_t *module = ep->module;
+    char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN], rif[sizeof(ep->remote.ifname) + 8];
+
+    ep->path_state = USNIC_PATH_READY;
+    inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
+    inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
+    peer_ifname(ep, rif, sizeof(rif));
+    switch (res->status) {
+    case USNIC_CC_OK:
+        ep->path_size = res->size;
+        USNIC_VERBOSE(20, "path %s (%s) -> %s %s (%s): %u-byte datagrams proven (%s, %u rounds)",
+                      module->ifname, lip, peer_host(ep), rif, rip, res->size,
+                      res->by_agent ? "host agent" : "this process", res->rounds);
+        return;
+    case USNIC_CC_REDUCED:
+        if (res->size < USNIC_CC_MIN_USEFUL || res->size >= ep->path_full ||
+            res->size <= (uint32_t) USNIC_HDR_LEN_PUT) {
+            path_fail(ep, "path mtu black hole", res->size);
+            return;
+        }
+        if (0 == p->connectivity_mtu_fallback) {
+            path_fail(ep, "path mtu black hole", res->size);
+            return;
+        }
+        ep->path_size = res->size;
+        path_shrink(ep, res->size);
+        USNIC_VERBOSE(5, "path %s (%s) -> %s %s (%s): %u-byte datagrams vanish, %u pass: using %u",
+                      module->ifname, lip, peer_host(ep), rif, rip, ep->path_full, res->size,
+                      res->size);
+        /* once per pair of interfaces and size: every endpoint over the
+         * same path gets the same verdict */
+        {
+            static uint64_t warned[64];
+            static int nwarned;
+            uint64_t k = ((uint64_t) ep->remote.ipv4 << 32) ^ module->if_addr.sin_addr.s_addr ^
+                         ((uint64_t) res->size << 16);
+            bool seen = false;
+            for (int i = 0; i < nwarned; i++) {
+                seen = seen || warned[i] == k;
+            }
+            if (!seen) {
+                if (nwarned < 64) {
+                    warned[nwarned++] = k;
+                }
+                opal_show_help("help-mpi-btl-usnic.txt", "path mtu reduced", true,
+                               opal_process_info.nodename, module->ifname, lip, peer_host(ep), rif,
+                               rip, ep->path_full, res->size);
+            }
+        }
+        return;
+    case USNIC_CC_NOPATH:
+        path_fail(ep, "no path", 0);
+        return;
+    default:
+        USNIC_VERBOSE(5, "path %s (%s) -> %s %s (%s): not checked; using %u-byte datagrams",
+                      module->ifname, lip, peer_host(ep), rif, rip, ep->path_full);
+        return;
+    }
+}
+
+void usnic_path_settle(mca_btl_base_endpoint_t *ep)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    struct usnic_cc_result res;
+    int timeout = PATH_CONNECT_TIMEOUT_MS + 2000 +
+                  (p->connectivity_error_num_retries + 2) * p->connectivity_ack_timeout;
+    bool got;
+
+    usnic_unlock();
+    got = usnic_cc_wait(ep->path_handle, &res, timeout);
+    usnic_lock();
+    if (USNIC_PATH_PENDING != ep->path_state) {
+        return; /* another thread applied it meanwhile */
+    }
+    if (!got) {
+        memset(&res, 0, sizeof(res));
+        res.status = USNIC_CC_UNCHECKED;
+    }
+    path_apply(ep, &res);
+    usnic_path_map_write();
+}
+
+void usnic_path_progress(void)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+    uint32_t gen;
+    bool any = false;
+
+    if (!path_on) {
+        return;
+    }
+    gen = usnic_cc_generation();
+    if (OPAL_LIKELY(gen == path_seen)) {
+        return;
+    }
+    path_seen = gen;
+    for (int i = 0; i < c->num_modules; i++) {
+        opal_list_item_t *item;
+        OPAL_LIST_FOREACH(item, &c->modules[i]->endpoints, opal_list_item_t)
+        {
+            mca_btl_base_endpoint_t *ep = (mca_btl_base_endpoint_t *) item;
+            struct usnic_cc_result res;
+            if (USNIC_PATH_PENDING == ep->path_state && usnic_cc_result(ep->path_handle, &res)) {
+                path_apply(ep, &res);
+                any = true;
+            }
+        }
+    }
+    if (any) {
+        usnic_path_map_write();
+    }
+}
+
+void usnic_path_map_write(void)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+    const char *prefix = c->params.connectivity_map;
+    char name[1024], tmp[1040];
+    FILE *f;
+
+    if (NULL == prefix || '\0' == prefix[0]) {
+        return;
+    }
+    snprintf(name, sizeof(name), "%s-%s-pid%d-rank%u.txt", prefix, opal_process_info.nodename,
+             (int) getpid(), (unsigned) OPAL_PROC_MY_NAME.vpid);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+    f = fopen(tmp, "w");
+    if (NULL == f) {
+        static bool told;
+        if (!told) {
+            told = true;
+            opal_show_help("help-mpi-btl-usnic.txt", "connectivity map", true,
+                           opal_process_info.nodename, name, strerror(errno));
+        }
+        return;
+    }
+    fprintf(f, "# usnic connectivity map: host %s, pid %d, rank %u\n", opal_process_info.nodename,
+            (int) getpid(), (unsigned) OPAL_PROC_MY_NAME.vpid);
+    fprintf(f, "# peer-rank peer-host local-if local-ip -> peer-if peer-ip datagram check\n");
+    for (int i = 0; i < c->num_modules; i++) {
+        usnic_module_t *module = c->modules[i];
+        opal_list_item_t *item;
+        char lip[INET_ADDRSTRLEN];
+
+        inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
+        OPAL_LIST_FOREACH(item, &module->endpoints, opal_list_item_t)
+        {
+            mca_btl_base_endpoint_t *ep = (mca_btl_base_endpoint_t *) item;
+            char rip[INET_ADDRSTRLEN], rif[sizeof(ep->remote.ifname) + 8];
+            const char *state;
+
+            inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
+            peer_ifname(ep, rif, sizeof(rif));
+            if (USNIC_PATH_PENDING == ep->path_state) {
+                state = "pending";
+            } else if (ep->dead) {
+                state = "failed";
+            } else if (0 == ep->path_size) {
+                state = "unchecked";
+            } else if (ep->path_size < ep->path_full) {
+                state = "reduced";
+            } else {
+                state = "ok";
+            }
+            fprintf(f, "%u %s %s %s -> %s %s %u %s\n",
+                    (NULL != ep->proc) ? (unsigned) ep->proc->proc_name.vpid : 0u, peer_host(ep),
+                    module->ifname, lip, rif, rip,
+                    0 != ep->path_size ? ep->path_size : ep->path_full, state);
+        }
+    }
+    if (0 != fclose(f) || 0 != rename(tmp, name)) {
+        unlink(tmp);
+    }
+}

@@ -1,0 +1,96 @@
+#!/bin/bash
+# The connectivity checker between two hosts made of network namespaces
+# (test/lib/netns.sh; one rank on h1, one on h2), veths of MTU 9000 whose
+# bridge port towards h2 (vh2, in the head namespace) carries only 1500
+# bytes: an MTU black hole in the path, invisible to each host's own
+# datagram self-test (frames above 1500 vanish between the hosts, no ICMP).
+#   1. the data-checked ping-pong (0 B .. 1 MiB) completes over usnic: the
+#      check finds that 8972-byte datagrams vanish and 1472-byte ones pass,
+#      the pair uses 1472, and the warning names both hosts;
+#   2. btl_usnic_connectivity_mtu_fallback 0: the job fails with the MTU
+#      message within 10 s of its start (plus the launch);
+#   3. all UDP to and from h2 dropped on h2's veth (nft):
+#      the "no usable path" message naming h2's address comes within 10 s
+#      and the job ends.
+TEST_TIMEOUT=${TEST_TIMEOUT:-60}
+# shellcheck source=SCRIPTDIR/../lib/mpitest.sh
+. "$(dirname "$0")/../lib/mpitest.sh"
+# shellcheck source=SCRIPTDIR/../lib/netns.sh
+. "$(dirname "$0")/../lib/netns.sh"
+
+if ! usnic_mode; then
+    pass "connectivity netns (skipped with USNIC_TEST_BTL=tcp)"
+    finish
+fi
+command -v nft >/dev/null || { fail "connectivity netns" "needs nft (nftables)"; finish; }
+build_prog pingpong || finish
+pp=$BIN
+NSB_MTU=9000
+nsbed_up 2 || finish
+export USNIC_TEST_DEV=$NSB_DEV
+hosts1=$(nsbed_hostfile 1)
+# the misconfigured switch port: h2's side of the bridge takes 1500 bytes
+ip -n "$NSB_HEAD" link set vh2 mtu 1500 ||
+    { fail "connectivity netns" "cannot set vh2's MTU"; finish; }
+h2addr=$(nsbed_addr 2)
+
+# ---- 1. black hole: fallback to the largest size that passes ----
+t0=$SECONDS
+nsbed_run_mpi "$hosts1" 2 "$pp" -m 1m
+rc=$?
+if check_run "connectivity netns: black hole, data intact" $rc 2; then
+    echo "    job took $((SECONDS - t0))s"
+fi
+if grep -q 'drops large UDP datagrams' "$RUN_LOG" && grep -q 'Largest passed: *1472 bytes' "$RUN_LOG" &&
+    grep -q 'Expected size: *8972 bytes' "$RUN_LOG" &&
+    grep -Eq "8972-byte datagrams vanish, 1472 pass: using 1472" "$RUN_LOG"; then
+    pass "connectivity netns: black hole found (8972 vanish, 1472 pass), warned, 1472 used"
+else
+    fail "connectivity netns: black hole warning" "no MTU warning with 8972/1472" "$RUN_LOG"
+fi
+grep -m1 'Peer host:' "$RUN_LOG" | sed 's/^/    /'
+
+# ---- 2. the same with the fallback off: an error within 10 s ----
+t0=$SECONDS
+EXTRA_MCA="--mca btl_usnic_connectivity_mtu_fallback 0" nsbed_run_mpi "$hosts1" 2 "$pp" -m 1m
+rc=$?
+took=$((SECONDS - t0))
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 15 ] &&
+    grep -q 'The job\s*$\|will be aborted' "$RUN_LOG" &&
+    grep -q 'btl_usnic_connectivity_mtu_fallback 1 the pair' "$RUN_LOG"; then
+    pass "connectivity netns: black hole with mtu_fallback 0: MTU error, job ended after ${took}s (rc=$rc)"
+else
+    fail "connectivity netns: mtu_fallback 0" "rc=$rc after ${took}s, or no MTU error" "$RUN_LOG"
+fi
+grep -q '^OK pingpong' "$RUN_LOG" &&
+    fail "connectivity netns: mtu_fallback 0" "the job completed although it should have failed" "$RUN_LOG"
+
+# ---- 3. no path at all to h2 ----
+# (on h2's wire side only: its own datagram self-test, over its loopback,
+# still passes, as it would behind a firewall in the path)
+nsbed_exec 2 nft -f - <<NFT
+table inet usnic_cc_cut {
+    chain in {
+        type filter hook input priority 0; policy accept;
+        iifname "$NSB_DEV" meta l4proto udp counter drop
+    }
+    chain out {
+        type filter hook output priority 0; policy accept;
+        oifname "$NSB_DEV" meta l4proto udp counter drop
+    }
+}
+NFT
+t0=$SECONDS
+nsbed_run_mpi "$hosts1" 2 "$pp" -m 1m
+rc=$?
+took=$((SECONDS - t0))
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 15 ] &&
+    grep -q 'could not get even a small UDP' "$RUN_LOG" &&
+    grep -Eq "Peer host: .*address $h2addr\)" "$RUN_LOG"; then
+    pass "connectivity netns: UDP to h2 dropped: no-path error naming $h2addr, job ended after ${took}s (rc=$rc)"
+else
+    fail "connectivity netns: no path" "rc=$rc after ${took}s, or no no-path message naming $h2addr" "$RUN_LOG"
+fi
+grep -m2 -E 'Local host:|Peer host:' "$RUN_LOG" | sed 's/^/    /'
+nsbed_exec 2 nft delete table inet usnic_cc_cut 2>/dev/null
+finish

@@ -1,0 +1,475 @@
+/*
+ * The connectivity checker (btl_usnic_cc.h) without MPI: an agent, its
+ * clients and a peer's ping responder as processes of this test, over
+ * 127.0.0.1 and a Unix socket in a temporary directory.
+ *
+ * The races the design must survive: clients that connect before the
+ * agent listens, an agent that leaves with a check under way, several
+ * threads of one process asking at once, an agent of another version, a
+ * client that talks nonsense.  And the verdicts: OK (one check for the
+ * whole host), REDUCED (a responder that drops large pings), NOPATH.
+ *
+ * Children print detail lines only; each returns its number of failed
+ * expectations as exit status, and the parent turns that into PASS/FAIL.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "btl_usnic_cagent.h"
+#include "btl_usnic_cc.h"
+#include "check.h"
+
+#define KEY 0x1122334455667788ull
+
+struct shared {
+    volatile int pings; /* valid pings seen */
+    volatile int nsrc;  /* distinct source ports */
+    volatile int src[32];
+    volatile int max_echo; /* echo only pings up to this size (0: all) */
+    volatile int closed;   /* 1: echo nothing */
+};
+
+static struct shared *sh;
+static char sock_path[108];
+static uint16_t resp_port;
+static int resp_fd = -1;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+static void responder(void)
+{
+    static uint8_t buf[65536];
+
+    for (;;) {
+        struct sockaddr_in from;
+        socklen_t fl = sizeof(from);
+        ssize_t r = recvfrom(resp_fd, buf, sizeof(buf), 0, (struct sockaddr *) &from, &fl);
+        int port, i;
+
+        /* two "processes" of the peer host: keys KEY and KEY + 1 */
+        if (r < 0 || (!usnic_cc_make_pong(buf, (size_t) r, KEY) &&
+                      !usnic_cc_make_pong(buf, (size_t) r, KEY + 1))) {
+            continue;
+        }
+        sh->pings++;
+        port = ntohs(from.sin_port);
+        for (i = 0; i < sh->nsrc && sh->src[i] != port; i++) {
+        }
+        if (i == sh->nsrc && i < 32) {
+            sh->src[sh->nsrc++] = port;
+        }
+        if (sh->closed || (sh->max_echo > 0 && r > sh->max_echo)) {
+            continue;
+        }
+        (void) sendto(resp_fd, buf, (size_t) r, 0, (struct sockaddr *) &from, fl);
+    }
+}
+
+static uint64_t req_key = KEY;
+
+static struct usnic_cc_req req_of(uint32_t full)
+{
+    struct usnic_cc_req r;
+    memset(&r, 0, sizeof(r));
+    r.local_ip = htonl(INADDR_LOOPBACK);
+    r.remote_ip = htonl(INADDR_LOOPBACK);
+    r.remote_port = htons(resp_port);
+    r.full = full;
+    r.remote_key = req_key;
+    return r;
+}
+
+static void start(bool agent, const char *path, int delay_ms, int ack_ms, int retries)
+{
+    struct usnic_cc_config cfg = {0};
+    int rc;
+
+    cfg.sock_path = path;
+    cfg.agent = agent;
+    cfg.ack_timeout_ms = ack_ms;
+    cfg.num_retries = retries;
+    cfg.connect_timeout_ms = 3000;
+    cfg.agent_delay_ms = delay_ms;
+    rc = usnic_cc_init(&cfg);
+    if (0 != rc) {
+        printf("    usnic_cc_init: %s\n", strerror(-rc));
+        exit(100);
+    }
+}
+
+/* One expectation on a verdict; returns 1 if it failed. */
+static int expect(const char *who, uint32_t full, uint32_t status, uint32_t size, int by_agent)
+{
+    struct usnic_cc_req r = req_of(full);
+    struct usnic_cc_result res;
+    uint32_t h = usnic_cc_request(&r);
+
+    if (0 == h || !usnic_cc_wait(h, &res, 10000)) {
+        printf("    %s: no verdict for %u (handle %u)\n", who, full, h);
+        return 1;
+    }
+    if (res.status != status || res.size != size ||
+        (by_agent >= 0 && (int) res.by_agent != by_agent)) {
+        printf("    %s: full %u: status %u size %u by_agent %u; wanted %u %u %d\n", who, full,
+               res.status, res.size, res.by_agent, status, size, by_agent);
+        return 1;
+    }
+    return 0;
+}
+
+static pid_t spawn_agent(int delay_ms, int life_ms, int ack_ms, int retries)
+{
+    pid_t pid = fork();
+    if (0 == pid) {
+        start(true, sock_path, delay_ms, ack_ms, retries);
+        usleep((useconds_t) life_ms * 1000u);
+        usnic_cc_fini();
+        _exit(0);
+    }
+    return pid;
+}
+
+static int wait_status(pid_t pid)
+{
+    int st;
+    if (waitpid(pid, &st, 0) != pid) {
+        return 99;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void reset_responder(void)
+{
+    sh->pings = 0;
+    sh->nsrc = 0;
+    sh->max_echo = 0;
+    sh->closed = 0;
+}
+
+/* ---- scenarios ---- */
+
+static void t_host_shares_one_check(void)
+{
+    pid_t agent, cl[3];
+    int bad = 0;
+
+    reset_responder();
+    agent = spawn_agent(0, 1500, 100, 20);
+    for (int i = 0; i < 3; i++) {
+        cl[i] = fork();
+        if (0 == cl[i]) {
+            /* the third asks for another process of the same peer interface */
+            req_key = KEY + (2 == i);
+            start(false, sock_path, 0, 100, 20);
+            int f = expect("client", 1472, USNIC_CC_OK, 1472, 1);
+            usnic_cc_fini();
+            _exit(f);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        bad += wait_status(cl[i]);
+    }
+    bad += wait_status(agent);
+    check(0 == bad, "three clients get OK from the host's agent", "%d failures", bad);
+    check(1 == sh->nsrc && 2 == sh->pings, "the agent checked the path once for all of them",
+          "%d sources sent %d pings (wanted 1 source, 2 pings)", sh->nsrc, sh->pings);
+}
+
+static void t_clients_before_agent(void)
+{
+    pid_t agent, cl[2];
+    int bad = 0;
+
+    reset_responder();
+    for (int i = 0; i < 2; i++) {
+        cl[i] = fork();
+        if (0 == cl[i]) {
+            start(false, sock_path, 0, 100, 20);
+            int f = expect("early client", 1472, USNIC_CC_OK, 1472, 1);
+            usnic_cc_fini();
+            _exit(f);
+        }
+    }
+    usleep(200000);
+    agent = spawn_agent(500, 2000, 100, 20); /* listens 0.7 s after the clients came */
+    for (int i = 0; i < 2; i++) {
+        bad += wait_status(cl[i]);
+    }
+    bad += wait_status(agent);
+    check(0 == bad, "clients that came before the agent listened are served by it", "%d failures",
+          bad);
+}
+
+static void t_agent_leaves_mid_check(void)
+{
+    pid_t agent, cl;
+    int bad;
+    uint64_t t0;
+
+    reset_responder();
+    sh->closed = 1; /* nothing comes back while the agent lives */
+    agent = spawn_agent(0, 400, 100, 40);
+    cl = fork();
+    if (0 == cl) {
+        start(false, sock_path, 0, 100, 40);
+        int f = expect("orphaned client", 1472, USNIC_CC_OK, 1472, 0);
+        usnic_cc_fini();
+        _exit(f);
+    }
+    bad = wait_status(agent);
+    t0 = now_ms();
+    sh->closed = 0; /* the path heals after the agent left */
+    bad += wait_status(cl);
+    check(0 == bad, "a check the agent left unfinished is finished by the client itself",
+          "%d failures (client took %llu ms after the agent left)", bad,
+          (unsigned long long) (now_ms() - t0));
+}
+
+struct thr {
+    uint32_t full;
+    int fail;
+};
+
+static void *thr_main(void *arg)
+{
+    struct thr *t = arg;
+    t->fail = expect("thread", t->full, USNIC_CC_OK, t->full, 1);
+    return NULL;
+}
+
+static void t_threads_at_once(void)
+{
+    pid_t agent, cl;
+    int bad;
+
+    reset_responder();
+    agent = spawn_agent(0, 2500, 100, 20);
+    cl = fork();
+    if (0 == cl) {
+        static const uint32_t fulls[8] = {1472, 1472, 1472, 1472, 1000, 2000, 3000, 8972};
+        pthread_t th[8];
+        struct thr t[8];
+        int f = 0;
+        start(false, sock_path, 0, 100, 20);
+        for (int i = 0; i < 8; i++) {
+            t[i].full = fulls[i];
+            pthread_create(&th[i], NULL, thr_main, &t[i]);
+        }
+        for (int i = 0; i < 8; i++) {
+            pthread_join(th[i], NULL);
+            f += t[i].fail;
+        }
+        usnic_cc_fini();
+        _exit(f);
+    }
+    bad = wait_status(cl);
+    bad += wait_status(agent);
+    check(0 == bad, "eight threads of one client ask at once (same and different pairs)",
+          "%d failures", bad);
+}
+
+static void t_black_hole(void)
+{
+    pid_t cl;
+    int bad;
+
+    reset_responder();
+    sh->max_echo = 1472; /* nothing above a 1500-byte IP packet comes back */
+    cl = fork();
+    if (0 == cl) {
+        start(false, "", 0, 50, 6); /* no agent: the process checks itself */
+        int f = expect("black hole", 8972, USNIC_CC_REDUCED, 1472, 0);
+        f += expect("black hole, small full size", 1400, USNIC_CC_OK, 1400, 0);
+        usnic_cc_fini();
+        _exit(f);
+    }
+    bad = wait_status(cl);
+    check(0 == bad, "a path that drops datagrams above 1472 bytes is REDUCED to 1472",
+          "%d failures", bad);
+}
+
+static void t_no_path(void)
+{
+    pid_t cl;
+    int bad;
+    uint64_t t0 = now_ms(), dt;
+
+    reset_responder();
+    sh->closed = 1;
+    cl = fork();
+    if (0 == cl) {
+        start(false, "", 0, 50, 6);
+        int f = expect("no path", 1472, USNIC_CC_NOPATH, 0, 0);
+        usnic_cc_fini();
+        _exit(f);
+    }
+    bad = wait_status(cl);
+    dt = now_ms() - t0;
+    check(0 == bad, "a path that answers nothing is NOPATH", "%d failures", bad);
+    check(dt < 3000, "NOPATH comes after the retries (6 x 50 ms), not later", "took %llu ms",
+          (unsigned long long) dt);
+}
+
+static void t_agent_of_other_version(void)
+{
+    int lfd = cc_agent_listen(sock_path), bad;
+    pid_t fake, cl;
+
+    reset_responder();
+    if (lfd < 0) {
+        check(false, "fake agent listens", "%s", strerror(errno));
+        return;
+    }
+    fake = fork();
+    if (0 == fake) {
+        struct usnic_cc_msg m;
+        int fd;
+        while ((fd = accept(lfd, NULL, NULL)) < 0) {
+        }
+        if (recv(fd, &m, sizeof(m), 0) == (ssize_t) sizeof(m)) {
+            m.version = 99;
+            (void) send(fd, &m, sizeof(m), MSG_NOSIGNAL);
+        }
+        usleep(1500000);
+        _exit(0);
+    }
+    close(lfd);
+    cl = fork();
+    if (0 == cl) {
+        start(false, sock_path, 0, 100, 20);
+        int f = expect("client of a v99 agent", 1472, USNIC_CC_OK, 1472, 0);
+        usnic_cc_fini();
+        _exit(f);
+    }
+    bad = wait_status(cl);
+    kill(fake, SIGKILL);
+    (void) wait_status(fake);
+    unlink(sock_path);
+    check(0 == bad, "an agent of another version is left alone; the client checks itself",
+          "%d failures", bad);
+}
+
+static void t_nonsense_client(void)
+{
+    pid_t agent, cl;
+    int bad = 0;
+
+    reset_responder();
+    agent = spawn_agent(0, 2000, 100, 20);
+    usleep(200000);
+    {
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+        strcpy(sun.sun_path, sock_path);
+        if (0 == connect(fd, (struct sockaddr *) &sun, sizeof(sun))) {
+            char junk[37];
+            memset(junk, 0x5a, sizeof(junk));
+            (void) send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
+            (void) send(fd, junk, 7, MSG_NOSIGNAL);
+        } else {
+            bad++;
+        }
+        close(fd);
+    }
+    cl = fork();
+    if (0 == cl) {
+        start(false, sock_path, 0, 100, 20);
+        int f = expect("client after nonsense", 1472, USNIC_CC_OK, 1472, 1);
+        usnic_cc_fini();
+        _exit(f);
+    }
+    bad += wait_status(cl);
+    bad += wait_status(agent);
+    check(0 == bad, "the agent drops a client that sends nonsense and serves the next",
+          "%d failures", bad);
+}
+
+static void t_pong_validation(void)
+{
+    uint8_t buf[1472];
+    struct usnic_cc_ping *p = (struct usnic_cc_ping *) buf;
+    bool all = true;
+
+    memset(buf, 0, sizeof(buf));
+    p->magic = USNIC_CC_MAGIC;
+    p->version = USNIC_CC_VERSION;
+    p->type = USNIC_CC_PING;
+    p->size = sizeof(buf);
+    p->to_key = KEY;
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY + 1); /* another module */
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf) - 1, KEY); /* truncated */
+    all = all && !usnic_cc_make_pong(buf, 16, KEY);              /* shorter than a header */
+    p->version = 2;
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY);
+    p->version = USNIC_CC_VERSION;
+    p->zero2 = 1;
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY);
+    p->zero2 = 0;
+    all = all && usnic_cc_make_pong(buf, sizeof(buf), KEY) && USNIC_CC_PONG == p->type;
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY); /* a pong is not echoed */
+    check(all, "pings with a wrong key, size, version or type are not echoed", "accepted one");
+}
+
+int main(void)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sin);
+    char dir[] = "/tmp/usnic-cc-XXXXXX";
+    pid_t resp;
+    int rc;
+
+    signal(SIGPIPE, SIG_IGN);
+    sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (MAP_FAILED == sh || NULL == mkdtemp(dir)) {
+        perror("set-up");
+        return 2;
+    }
+    snprintf(sock_path, sizeof(sock_path), "%s/agent.sock", dir);
+    resp_fd = socket(AF_INET, SOCK_DGRAM, 0);
+    if (resp_fd < 0 || 0 != bind(resp_fd, (struct sockaddr *) &sin, sizeof(sin)) ||
+        0 != getsockname(resp_fd, (struct sockaddr *) &sin, &sl)) {
+        perror("responder socket");
+        return 2;
+    }
+    resp_port = ntohs(sin.sin_port);
+    resp = fork();
+    if (0 == resp) {
+        responder();
+        _exit(0);
+    }
+
+    t_pong_validation();
+    t_host_shares_one_check();
+    t_clients_before_agent();
+    t_agent_leaves_mid_check();
+    t_threads_at_once();
+    t_black_hole();
+    t_no_path();
+    t_agent_of_other_version();
+    t_nonsense_client();
+
+    kill(resp, SIGKILL);
+    (void) wait_status(resp);
+    unlink(sock_path);
+    rmdir(dir);
+    rc = check_summary("test_cc");
+    return rc;
+}
