@@ -38,6 +38,9 @@
  * another node when nothing better is known. */
 #define USNIC_NUMA_LOCAL 10
 #define USNIC_NUMA_REMOTE 20
+/* The farthest distance told apart (a matrix in other units than SLIT's
+ * is scaled to them, and might be far out). */
+#define USNIC_NUMA_FAR 1000
 
 /* What a module's device locality came to. */
 typedef struct usnic_numa_dev {
@@ -85,13 +88,13 @@ static int dist_index(const struct hwloc_distances_s *dist, unsigned node)
 /*
  * The NUMA distance between the nodes of MINE and those of THEIRS, in SLIT
  * units: the smallest over all pairs, so sharing a node means local.  From
- * DIST (NULL: none), scaled so that the local distance reads 10.
+ * DIST (NULL: none), scaled so that a node's distance to itself reads 10,
+ * and at most USNIC_NUMA_FAR.
  */
 static unsigned nodeset_distance(const struct hwloc_distances_s *dist, hwloc_const_nodeset_t mine,
                                  hwloc_const_nodeset_t theirs)
 {
-    unsigned best = UINT32_MAX;
-    int a, b;
+    uint64_t best = UINT64_MAX;
 
     if (hwloc_bitmap_intersects(mine, theirs)) {
         return USNIC_NUMA_LOCAL;
@@ -99,29 +102,31 @@ static unsigned nodeset_distance(const struct hwloc_distances_s *dist, hwloc_con
     if (NULL == dist) {
         return USNIC_NUMA_REMOTE;
     }
-    hwloc_bitmap_foreach_begin(a, mine)
-    {
-        hwloc_bitmap_foreach_begin(b, theirs)
-        {
-            int i = dist_index(dist, (unsigned) a), j = dist_index(dist, (unsigned) b);
-            uint64_t self, d;
-            if (i < 0 || j < 0) {
+    for (int a = hwloc_bitmap_first(mine); a >= 0; a = hwloc_bitmap_next(mine, a)) {
+        int i = dist_index(dist, (unsigned) a);
+        uint64_t self;
+        if (i < 0) {
+            continue;
+        }
+        self = dist->values[(size_t) i * dist->nbobjs + (size_t) i];
+        for (int b = hwloc_bitmap_first(theirs); b >= 0 && self > 0;
+             b = hwloc_bitmap_next(theirs, b)) {
+            int j = dist_index(dist, (unsigned) b);
+            uint64_t d;
+            if (j < 0) {
                 continue;
             }
-            self = dist->values[(size_t) i * dist->nbobjs + (size_t) i];
             d = dist->values[(size_t) i * dist->nbobjs + (size_t) j];
-            if (0 == self) {
-                continue;
-            }
-            d = d * USNIC_NUMA_LOCAL / self;
+            d = (d > UINT64_MAX / USNIC_NUMA_LOCAL) ? USNIC_NUMA_FAR : d * USNIC_NUMA_LOCAL / self;
             if (d < best) {
-                best = (d > USNIC_NUMA_LOCAL * 1000) ? USNIC_NUMA_LOCAL * 1000 : (unsigned) d;
+                best = d;
             }
         }
-        hwloc_bitmap_foreach_end();
     }
-    hwloc_bitmap_foreach_end();
-    return (UINT32_MAX == best) ? USNIC_NUMA_REMOTE : best;
+    if (UINT64_MAX == best) {
+        return USNIC_NUMA_REMOTE; /* the matrix does not cover these nodes */
+    }
+    return (best > USNIC_NUMA_FAR) ? USNIC_NUMA_FAR : (unsigned) best;
 }
 
 /* The process's binding within the topology, in BOUND.  False (said at

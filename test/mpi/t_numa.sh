@@ -16,6 +16,8 @@
 #      btl_latency 10 -> 21 and keeps the near one at 10; the counters show
 #      each rank's messages went over its near NIC only (the far module's
 #      tx_bytes is 0: it sent nothing but ACKs)
+#   1b. the same without the topology's distance matrix: the far NIC is at
+#      the default remote distance 20 (btl_latency 10 -> 20), not used
 #   2. the same with btl_usnic_want_numa_device_assignment 0: said so, no
 #      latency raised, both modules of each rank carried messages (so the
 #      check of 1 can fail)
@@ -213,6 +215,30 @@ if run_ok "$name: job" $rc; then
         fail "$name: counters" "${why#; }" "$RUN_LOG"
     fi
 fi
+
+# ---- 1b. the same topology without its NUMA distance matrix ------------------
+nodist=$TEST_TMP/logs/$MT_NAME.$$.numa-2socket-nodist.xml
+sed '/<distances2 /,/<\/distances2>/d' "$TOPO2" > "$nodist"
+numa_run --mca hwloc_base_topo_file "$nodist" "${bind[@]}" -- "$pingpong" -m 1k
+rc=$?
+name="numa bound, no distance matrix"
+if grep -q distances2 "$nodist"; then
+    fail "$name" "could not strip the distance matrix from $TOPO2"
+elif run_ok "$name: job" $rc; then
+    why=''
+    for r in 0 1; do
+        rank_says $r "NUMA: eth$((1 - r)): PCI [0-9a-f:.]+ on NUMA node $((1 - r)), distance 20 \(nearest 10\): btl_latency raised from 10 to 20" ||
+            why+="; rank $r does not report eth$((1 - r)) at distance 20 with btl_latency 10 -> 20"
+        [ "$(tx_bytes $r eth$((1 - r)))" = 0 ] ||
+            why+="; rank $r's far module eth$((1 - r)) sent $(tx_bytes $r eth$((1 - r))) bytes"
+    done
+    if [ -z "$why" ]; then
+        pass "$name: far NIC at the default remote distance 20 (btl_latency 10 -> 20), its tx_bytes 0 on both ranks"
+    else
+        fail "$name" "${why#; }" "$RUN_LOG"
+    fi
+fi
+rm -f "$nodist"
 
 # ---- 2. the same with the parameter off --------------------------------------
 numa_run --mca hwloc_base_topo_file "$TOPO2" "${bind[@]}" \
