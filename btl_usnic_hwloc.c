@@ -26,8 +26,14 @@
  * near.
  */
 #include <errno.h>
+#include <net/if.h>
+#include <net/if_arp.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "opal/mca/hwloc/base/base.h"
 
@@ -48,6 +54,7 @@ typedef struct usnic_numa_dev {
     hwloc_obj_t home;  /* its first non-I/O ancestor (package, NUMA group, machine) */
     unsigned distance; /* from the process's binding, SLIT units */
     char nodes[64];    /* the device's NUMA node list, for messages */
+    char busid[24];    /* its PCI bus id, for messages */
 } usnic_numa_dev_t;
 
 /* The network OS device named IFNAME, or NULL. */
@@ -160,16 +167,65 @@ static bool get_binding(hwloc_topology_t topo, hwloc_bitmap_t bound)
     return true;
 }
 
-/* Locality of one module's device; false if its interface has no PCI
- * device in the topology. */
+/* The hardware address of interface IFNAME in our network namespace, as
+ * hwloc writes it ("02:00:5e:10:00:01"); false if it has none we know
+ * (not an interface, or not Ethernet). */
+static bool if_hwaddr(const char *ifname, char *buf, size_t len)
+{
+    struct ifreq ifr;
+    const unsigned char *a = (const unsigned char *) ifr.ifr_hwaddr.sa_data;
+    int fd, rc;
+
+    if (strlen(ifname) >= sizeof(ifr.ifr_name)) {
+        return false;
+    }
+    memset(&ifr, 0, sizeof(ifr));
+    memcpy(ifr.ifr_name, ifname, strlen(ifname));
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return false;
+    }
+    rc = ioctl(fd, SIOCGIFHWADDR, &ifr);
+    close(fd);
+    if (0 != rc || ARPHRD_ETHER != ifr.ifr_hwaddr.sa_family) {
+        return false;
+    }
+    snprintf(buf, len, "%02x:%02x:%02x:%02x:%02x:%02x", a[0], a[1], a[2], a[3], a[4], a[5]);
+    return true;
+}
+
+/* Locality of one module's device.  False, said at verbose level, when
+ * its name is no OS device of a PCI device in the topology, or names
+ * another device: one whose hardware address differs from the interface's
+ * (an interface of the same name in another network namespace, say). */
 static bool locate(hwloc_topology_t topo, const struct hwloc_distances_s *dist,
                    hwloc_const_nodeset_t mine, const usnic_module_t *module, usnic_numa_dev_t *dev)
 {
     hwloc_obj_t osdev = find_osdev(topo, module->ifname);
+    const char *theirs = (NULL != osdev) ? hwloc_obj_get_info_by_name(osdev, "Address") : NULL;
+    char ours[32];
+    const struct hwloc_pcidev_attr_s *pa;
 
     memset(dev, 0, sizeof(*dev));
     dev->pci = pci_of(osdev);
     if (NULL == dev->pci) {
+        USNIC_VERBOSE(5,
+                      "NUMA: %s: no PCI device with this name in the topology: locality "
+                      "unknown, btl_latency stays %u",
+                      module->ifname, (unsigned) module->super.btl_latency);
+        return false;
+    }
+    pa = &dev->pci->attr->pcidev;
+    snprintf(dev->busid, sizeof(dev->busid), "%04x:%02x:%02x.%01x", pa->domain, pa->bus, pa->dev,
+             pa->func);
+    if (NULL != theirs && if_hwaddr(module->ifname, ours, sizeof(ours)) &&
+        0 != strcasecmp(theirs, ours)) {
+        USNIC_VERBOSE(5,
+                      "NUMA: %s: the topology's %s (PCI %s) has address %s, this interface %s: "
+                      "another device of the same name (another network namespace?), locality "
+                      "unknown, btl_latency stays %u",
+                      module->ifname, module->ifname, dev->busid, theirs, ours,
+                      (unsigned) module->super.btl_latency);
         return false;
     }
     dev->home = hwloc_get_non_io_ancestor_obj(topo, dev->pci);
@@ -209,10 +265,6 @@ static void apply(hwloc_topology_t topo, const struct hwloc_distances_s *dist,
     for (int i = 0; i < c->num_modules; i++) {
         known[i] = locate(topo, dist, mine, c->modules[i], &devs[i]);
         if (!known[i]) {
-            USNIC_VERBOSE(5,
-                          "NUMA: %s: no PCI device with this name in the topology: locality "
-                          "unknown, btl_latency stays %u",
-                          c->modules[i]->ifname, (unsigned) c->modules[i]->super.btl_latency);
             continue;
         }
         nknown++;
@@ -222,28 +274,24 @@ static void apply(hwloc_topology_t topo, const struct hwloc_distances_s *dist,
     }
     for (int i = 0; i < c->num_modules; i++) {
         usnic_module_t *m = c->modules[i];
-        const hwloc_obj_t pci = devs[i].pci;
-        char busid[32];
         uint32_t before = m->super.btl_latency, extra;
 
         if (!known[i]) {
             continue;
         }
-        snprintf(busid, sizeof(busid), "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain,
-                 pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
         extra = devs[i].distance - nearest;
         if (0 == extra) {
             USNIC_VERBOSE(5,
                           "NUMA: %s: PCI %s on NUMA node %s, distance %u: among the nearest, "
                           "btl_latency stays %u",
-                          m->ifname, busid, devs[i].nodes, devs[i].distance, before);
+                          m->ifname, devs[i].busid, devs[i].nodes, devs[i].distance, before);
             continue;
         }
         m->super.btl_latency = (before > UINT32_MAX - extra) ? UINT32_MAX : before + extra;
         USNIC_VERBOSE(5,
                       "NUMA: %s: PCI %s on NUMA node %s, distance %u (nearest %u): "
                       "btl_latency raised from %u to %u",
-                      m->ifname, busid, devs[i].nodes, devs[i].distance, nearest, before,
+                      m->ifname, devs[i].busid, devs[i].nodes, devs[i].distance, nearest, before,
                       (unsigned) m->super.btl_latency);
     }
     if (0 == nknown) {

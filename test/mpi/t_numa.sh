@@ -18,6 +18,9 @@
 #      tx_bytes is 0: it sent nothing but ACKs)
 #   1b. the same without the topology's distance matrix: the far NIC is at
 #      the default remote distance 20 (btl_latency 10 -> 20), not used
+#   1c. the same, but the topology's eth0 and eth1 have other hardware
+#      addresses than ours (devices of the same names elsewhere, e.g. in
+#      another network namespace): said so, nothing raised, both carried
 #   2. the same with btl_usnic_want_numa_device_assignment 0: said so, no
 #      latency raised, both modules of each rank carried messages (so the
 #      check of 1 can fail)
@@ -48,6 +51,9 @@ NS=usnic-numa$$
 NS_MADE=false
 TOPO2=$MT_SRC/numa-2socket.xml
 TOPO_NOPCI=$MT_SRC/numa-2socket-nopci.xml
+# the hardware addresses numa-2socket.xml gives eth0 and eth1
+MAC0=02:00:00:00:00:10
+MAC1=02:00:00:00:00:11
 
 ns_down() {
     local pids t
@@ -83,6 +89,7 @@ ns_up() {
     NS_MADE=true
     if ! out=$({ ip -n "$NS" link set lo up &&
         ip -n "$NS" link add eth0 type veth peer name eth1 &&
+        ip -n "$NS" link set eth0 address "$MAC0" && ip -n "$NS" link set eth1 address "$MAC1" &&
         ip -n "$NS" addr add 10.212.1.1/24 dev eth0 &&
         ip -n "$NS" addr add 10.212.2.1/24 dev eth1 &&
         ip -n "$NS" link set eth0 up && ip -n "$NS" link set eth1 up; } 2>&1); then
@@ -239,6 +246,32 @@ elif run_ok "$name: job" $rc; then
     fi
 fi
 rm -f "$nodist"
+
+# ---- 1c. the topology's eth0/eth1 are other devices (other addresses) -------
+other=$TEST_TMP/logs/$MT_NAME.$$.numa-2socket-other.xml
+sed "s/$MAC0/02:00:00:00:00:20/; s/$MAC1/02:00:00:00:00:21/" "$TOPO2" > "$other"
+numa_run --mca hwloc_base_topo_file "$other" "${bind[@]}" -- "$pingpong" -m 1k
+rc=$?
+name="numa names of other devices"
+if grep -q -e "$MAC0" -e "$MAC1" "$other"; then
+    fail "$name" "could not change the addresses in $TOPO2"
+elif run_ok "$name: job" $rc; then
+    why=''
+    for r in 0 1; do
+        for d in eth0 eth1; do
+            rank_says $r "NUMA: $d: the topology's $d \(PCI [0-9a-f:.]+\) has address 02:00:00:00:00:2[01], this interface 02:00:00:00:00:1[01]: another device" ||
+                why+="; rank $r does not report the topology's $d as another device"
+        done
+    done
+    if [ -z "$why" ]; then
+        pass "$name: each rank sees that the topology's eth0/eth1 have other hardware addresses than its own"
+    else
+        fail "$name: verbose output" "${why#; }" "$RUN_LOG"
+    fi
+    nothing_raised "$name: no btl_latency raised"
+    both_carried "$name: small messages over both NICs"
+fi
+rm -f "$other"
 
 # ---- 2. the same with the parameter off --------------------------------------
 numa_run --mca hwloc_base_topo_file "$TOPO2" "${bind[@]}" \
