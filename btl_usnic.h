@@ -266,6 +266,7 @@ typedef struct usnic_params {
     int stream_copy_min;   /* PUTs this large are copied past the caches; 0 = never */
     int auth;              /* enum usnic_auth_mode: what the keyed MAC covers */
     int checksum;          /* 1: CRC32C over header and payload */
+    int want_numa;         /* bound processes prefer near devices (btl_usnic_hwloc.c) */
     double debug_drop_rate;
     double debug_dup_rate;
     double debug_reorder_rate;
@@ -320,6 +321,9 @@ int usnic_check_rx_limits(const char *provider, const char *device, size_t rx_si
 /* btl_usnic_component.c */
 int usnic_component_progress(void);
 void usnic_module_teardown(usnic_module_t *module);
+
+/* btl_usnic_hwloc.c: raise the btl_latency of devices farther from our binding */
+void usnic_numa_apply(void);
 
 /* btl_usnic_module.c */
 int usnic_module_finalize(struct mca_btl_base_module_t *btl);

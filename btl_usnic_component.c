@@ -471,6 +471,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         }
         return NULL;
     }
+    usnic_numa_apply();
     usnic_live_open();
     if (OPAL_SUCCESS != usnic_modex_publish()) {
         USNIC_VERBOSE(5, "modex publish failed");

@@ -543,6 +543,12 @@ static const usnic_tunable_t usnic_tunables[] = {
                "CRC32C over the header and payload of every datagram (1 = on, 0 = off), for "
                "networks and NICs that do not already catch corruption (the UDP checksum covers "
                "only the network path, and is optional)"),
+    TUNE_ONOFF("want_numa_device_assignment", want_numa, OPAL_INFO_LVL_5, 1,
+               "When the process is bound to CPUs, raise the btl_latency of each device whose PCI "
+               "bus is on a NUMA node farther from them than the nearest device's, by the "
+               "difference in NUMA distance, so that short messages go over the nearest devices "
+               "(and, with ob1, the bulk of long ones too unless pml_ob1_use_all_rdma is 1); 1 = "
+               "on, 0 = off.  Devices hwloc shows no PCI information for keep their latency"),
     TUNE_RATE("debug_drop_rate", debug_drop_rate,
               "Debug: fraction (0..1) of arriving packets the receive path drops"),
     TUNE_RATE("debug_dup_rate", debug_dup_rate,

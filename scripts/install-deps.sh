@@ -6,7 +6,7 @@ set -uo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 packages=(
-    libopenmpi-dev openmpi-bin
+    libopenmpi-dev openmpi-bin libhwloc-dev
     libfabric-dev libfabric-bin
     autoconf automake libtool pkg-config make gcc
     valgrind gnuplot-nox clang-format clang libclang-rt-14-dev
