@@ -251,6 +251,7 @@ typedef struct usnic_params {
     int fast_retrans_dups; /* duplicate ACKs that trigger a fast retransmit */
     int peer_timeout;      /* sec without ACKs or liveness answers: the peer is dead */
     int liveness;          /* answer and send liveness probes (btl_usnic_live.h) */
+    int routed_peers;      /* pair across subnets where the kernel routes (btl_usnic_route.h) */
     int seg_num;           /* send segments per module */
     int reasm_slots;       /* concurrent reassemblies per peer */
     int print_stats;

@@ -469,6 +469,11 @@ static const usnic_tunable_t usnic_tunables[] = {
                "Answer liveness probes from a thread of our own and probe peers that hold our "
                "data unacknowledged for a while (1 = on, 0 = off: a peer busy outside MPI for "
                "longer than btl_usnic_peer_timeout is then declared dead)"),
+    TUNE_ONOFF("routed_peers", routed_peers, OPAL_INFO_LVL_4, 1,
+               "Pair an interface with a peer's interface on another subnet when the kernel's "
+               "route to the peer's address leaves through our interface (1 = on, 0 = same "
+               "subnet only).  A peer interface on our own subnet is always preferred; run with "
+               "btl_base_verbose 20 to see why each pair was or was not made"),
     TUNE_RANGE("seg_num", seg_num, OPAL_INFO_LVL_6, 8192, 1, USNIC_COUNT_MAX,
                "Send segments per module (bounds the data in flight on a module; at most 64 MiB "
                "of segments are used whatever this says)"),
