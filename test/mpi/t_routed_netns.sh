@@ -21,7 +21,8 @@
 #      off") and the job fails the same way
 #   5. h1 with a second interface (eth1, another subnet, no route to h2 of
 #      its own): eth1 refuses h2 ("route leaves via other interface eth0"),
-#      eth0 pairs, the job passes
+#      h2 (with an unreachable route to eth1's subnet) refuses eth1 ("no
+#      route"), eth0 pairs, the job passes
 # Runs in both passes of run-all.sh (kernel sockets, libfabric udp).  Every
 # run must leave no process in the namespaces; the bed is removed at the
 # end.  Needs root.  Each mpirun is limited to TEST_TIMEOUT seconds (30
@@ -212,16 +213,19 @@ expect_unreachable "$name" "routed peers are off"
 # ---- 5. a second interface on h1 whose routes do not lead to h2 -------------
 # h1 gets eth1 (10.212.9.11/24, a second veth to the router, no default
 # route): its module refuses h2 because the route to h2 leaves via eth0,
-# while eth0 pairs as before and the job passes.  (h2 could reach either of
-# h1's interfaces through its default route and takes the one in its own
-# module's position, eth0.)
+# while eth0 pairs as before and the job passes.  Each side judges only its
+# own routes: through its default route h2 could reach h1's eth1 too, and
+# might pick it (the udp provider lists eth1 first) while h1's eth1 refuses
+# h2, so h2 is given an unreachable route to eth1's subnet, which it
+# refuses with "no route" (README.txt, pairing: multi-homed hosts).
 name="routed: h1 with a second interface"
 a9=$NSB_RNET.9.11
 if ! { ip -n "$NSB_HEAD" link add vh1b type veth peer name eth1 netns "$(nsbed_ns 1)" &&
        ip -n "$NSB_HEAD" addr add "$NSB_RNET.9.1/$NSB_PREFIX" dev vh1b &&
        ip -n "$NSB_HEAD" link set vh1b up &&
        nsbed_exec 1 ip addr add "$a9/$NSB_PREFIX" dev eth1 &&
-       nsbed_exec 1 ip link set eth1 up; }; then
+       nsbed_exec 1 ip link set eth1 up &&
+       nsbed_exec 2 ip route add unreachable "$NSB_RNET.9.0/$NSB_PREFIX"; }; then
     fail "$name" "cannot add eth1 to h1"
 else
     nsbed_run_mpi "$hosts1" 2 "$pingpong" -m 65536
@@ -229,17 +233,19 @@ else
     v_eth0=$(pair_line 0 "$a2" "eth0 ($a1/$NSB_PREFIX) and ")
     v_eth1=$(pair_line 0 "$a2" "eth1 ($a9/$NSB_PREFIX) and ")
     v_h2=$(pair_line 1 "$a1")
+    v_h2b=$(pair_line 1 "$a9")
     echo "    h1 eth0 about h2: ${v_eth0:-none}"
     echo "    h1 eth1 about h2: ${v_eth1:-none}"
     echo "    h2 eth0 about h1's eth0: ${v_h2:-none}"
+    echo "    h2 eth0 about h1's eth1: ${v_h2b:-none}"
     if [ $rc -ne 0 ] || ! grep -q "^OK pingpong\$" "$RUN_LOG"; then
         fail "$name" "job rc=$rc, or data not verified" "$RUN_LOG"
     elif [[ "$v_eth0" != "paired: routed via gateway $(nsbed_gateway 1) dev eth0"* ]] ||
         [[ "$v_eth1" != "not paired: route leaves via other interface eth0 (ours is eth1)" ]] ||
-        [[ "$v_h2" != "paired: "* ]]; then
-        fail "$name" "pairing verdicts: eth0 '${v_eth0:-none}', eth1 '${v_eth1:-none}', h2 '${v_h2:-none}'" "$RUN_LOG"
+        [[ "$v_h2" != "paired: "* ]] || [[ "$v_h2b" != "not paired: no route ("* ]]; then
+        fail "$name" "pairing verdicts: eth0 '${v_eth0:-none}', eth1 '${v_eth1:-none}', h2 '${v_h2:-none}' / '${v_h2b:-none}'" "$RUN_LOG"
     else
-        pass "$name: eth1 refused (\"${v_eth1#not paired: }\"), eth0 paired, data intact"
+        pass "$name: h1's eth1 refused h2 (\"${v_eth1#not paired: }\"), h2 refused it (\"${v_h2b#not paired: }\"), eth0 paired, data intact"
     fi
     no_leftovers "$name"
 fi
