@@ -1,4 +1,7 @@
 /* Kernel route lookups for pairing across subnets (see btl_usnic_route.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* getifaddrs, if_indextoname under -std=c11 (unit tests) */
+#endif
 #include "btl_usnic_route.h"
 
 #include <arpa/inet.h>

@@ -22,6 +22,7 @@
 #define BTL_USNIC_ROUTE_H
 
 #include <net/if.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum usnic_route_verdict {
