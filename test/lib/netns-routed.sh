@@ -23,10 +23,13 @@
 #   nsbed_host_mtu HOST MTU  set the MTU of the link to HOST (both ends)
 
 NSB_RNET=10.212
-NSB_PREFIX=24
-NSB_CIDR=$NSB_RNET.0.0/16
-NSB_HEAD_ADDR=
-NSB_MTU=1500
+# shellcheck disable=SC2034 # the values netns.sh reads
+{
+    NSB_PREFIX=24
+    NSB_CIDR=$NSB_RNET.0.0/16
+    NSB_HEAD_ADDR=
+    NSB_MTU=1500
+}
 
 nsbed_addr() { echo "$NSB_RNET.$1.$((10 + $1))"; }
 nsbed_gateway() { echo "$NSB_RNET.$1.1"; }
