@@ -257,8 +257,9 @@ typedef struct usnic_params {
     int connectivity_mtu_fallback;      /* black hole: smaller size (1) or error (0) */
     char *connectivity_map;             /* file prefix, "" = none */
     int show_route_failures;            /* message when a peer is unreachable */
-    int seg_num;                        /* send segments per module */
-    int reasm_slots;                    /* concurrent reassemblies per peer */
+    int routed_peers; /* pair across subnets where the kernel routes (btl_usnic_route.h) */
+    int seg_num;      /* send segments per module */
+    int reasm_slots;  /* concurrent reassemblies per peer */
     int print_stats;
     int udp_sockbuf;       /* udp provider: kernel socket buffer bytes (0 = default) */
     int max_inflight;      /* unacknowledged bytes per peer at most (0 = half its buffer) */

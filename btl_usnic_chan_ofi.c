@@ -224,7 +224,9 @@ static uint32_t choose_datagram_size(usnic_module_t *module, uint32_t advertised
     module->advertised_mtu = advertised;
     if (module->is_udp && mca_btl_usnic_component.params.udp_datagram_size >= 0 && if_mtu > 28) {
         size = usnic_udp_datagram_size(if_mtu);
-        if (size < advertised) {
+        /* a cap below the advertised size is not followed, but an
+         * interface MTU below it is: larger datagrams would be fragmented */
+        if (size < advertised && if_mtu - 28 >= advertised) {
             size = advertised;
         }
     } else if (if_mtu > 28 && size > if_mtu - 28) {

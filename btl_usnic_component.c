@@ -21,6 +21,7 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_proc.h"
+#include "btl_usnic_route.h"
 #include "btl_usnic_util.h"
 
 static int usnic_component_register(void);
@@ -83,6 +84,7 @@ static int usnic_component_close(void)
     c->chosen_provider = NULL;
     usnic_reg_table_fini(&c->regs);
     usnic_lookup_fini();
+    usnic_route_fini();
     OBJ_DESTRUCT(&c->lock);
     return OPAL_SUCCESS;
 }

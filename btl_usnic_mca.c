@@ -493,6 +493,11 @@ static const usnic_tunable_t usnic_tunables[] = {
     TUNE_ONOFF("show_route_failures", show_route_failures, OPAL_INFO_LVL_3, 1,
                "Show a message when a peer process cannot be reached from any usnic interface "
                "of this process (1 = yes, 0 = no)"),
+    TUNE_ONOFF("routed_peers", routed_peers, OPAL_INFO_LVL_4, 1,
+               "Pair an interface with a peer's interface on another subnet when the kernel's "
+               "route to the peer's address leaves through our interface (1 = on, 0 = same "
+               "subnet only).  A peer interface on our own subnet is always preferred; run with "
+               "btl_base_verbose 20 to see why each pair was or was not made"),
     TUNE_RANGE("seg_num", seg_num, OPAL_INFO_LVL_6, 8192, 1, USNIC_COUNT_MAX,
                "Send segments per module (bounds the data in flight on a module; at most 64 MiB "
                "of segments are used whatever this says)"),

@@ -12,6 +12,7 @@
 
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_proc.h"
+#include "btl_usnic_route.h"
 #include "btl_usnic_util.h"
 
 static bool is_little_endian(void)
@@ -115,43 +116,128 @@ static void report_mismatch(usnic_module_t *module, const opal_proc_t *proc,
                    what, USNIC_MODEX_VERSION, USNIC_PROTO_VERSION, module->prov_name, theirs);
 }
 
+/* Why the peer's record r cannot pair with this module at all (NULL: it can). */
+static const char *record_unusable(const usnic_module_t *module, const struct usnic_modex_rec *r)
+{
+    if (USNIC_MODEX_VERSION != r->version || USNIC_PROTO_VERSION != r->proto_version) {
+        return "protocol version";
+    }
+    if (0 != strncmp(r->provider, module->prov_name, sizeof(r->provider))) {
+        return "libfabric provider";
+    }
+    if (r->little_endian != is_little_endian()) {
+        return "byte order";
+    }
+    if (r->auth > USNIC_AUTH_FULL || 0 == r->key) {
+        return "modex record (authentication mode or key)";
+    }
+    if (r->max_msg_len > module->max_msg_len) {
+        return "fragment size (btl_usnic_max_send_size and eager limits must match)";
+    }
+    return NULL;
+}
+
+/* "eth0 (10.0.0.1/24) and h2's module 0x100 (10.0.1.2/24): WHAT: WHY" */
+static void pair_verbose(const usnic_module_t *module, const opal_proc_t *proc,
+                         const struct usnic_modex_rec *r, const char *what, const char *why)
+{
+    char ours[INET_ADDRSTRLEN], theirs[INET_ADDRSTRLEN];
+
+    inet_ntop(AF_INET, &module->if_addr.sin_addr, ours, sizeof(ours));
+    inet_ntop(AF_INET, &r->ipv4, theirs, sizeof(theirs));
+    USNIC_VERBOSE(USNIC_PAIR_VERBOSE, "%s (%s/%u) and %s's module 0x%x (%s/%u): %s: %s",
+                  module->ifname, ours, module->if_prefixlen,
+                  (NULL != proc->proc_hostname) ? proc->proc_hostname : "?", r->module_id, theirs,
+                  r->prefixlen, what, why);
+}
+
+/* Of two candidates, the peer module whose position matches ours wins (it
+ * spreads traffic over several interfaces on one subnet), else the first. */
+static bool better_candidate(const usnic_module_t *module, const struct usnic_modex_rec *best,
+                             size_t i)
+{
+    return NULL == best || (size_t) module->index == i;
+}
+
 const struct usnic_modex_rec *usnic_pair(usnic_module_t *module, const opal_proc_t *proc,
                                          const struct usnic_modex_rec *recs, size_t nrecs)
 {
+    const bool verbose =
+        opal_output_get_verbosity(opal_btl_base_framework.framework_output) >= USNIC_PAIR_VERBOSE;
+    const uint32_t ours = module->if_addr.sin_addr.s_addr;
     const struct usnic_modex_rec *best = NULL;
+    const struct usnic_route *route[USNIC_MAX_MODULES] = {NULL};
+    bool usable[USNIC_MAX_MODULES] = {false};
+    bool same[USNIC_MAX_MODULES] = {false};
+    bool routed = false;
+    char why[160];
 
+    nrecs = (nrecs < USNIC_MAX_MODULES) ? nrecs : USNIC_MAX_MODULES;
+    /* 1. a peer interface on our subnet */
     for (size_t i = 0; i < nrecs; i++) {
         const struct usnic_modex_rec *r = &recs[i];
-        if (USNIC_MODEX_VERSION != r->version || USNIC_PROTO_VERSION != r->proto_version) {
-            report_mismatch(module, proc, r, "protocol version");
+        const char *bad = record_unusable(module, r);
+        if (NULL != bad) {
+            report_mismatch(module, proc, r, bad);
+            if (verbose) {
+                snprintf(why, sizeof(why), "%s differs", bad);
+                pair_verbose(module, proc, r, "not paired", why);
+            }
             continue;
         }
-        if (0 != strncmp(r->provider, module->prov_name, sizeof(r->provider))) {
-            report_mismatch(module, proc, r, "libfabric provider");
-            continue;
-        }
-        if (r->little_endian != is_little_endian()) {
-            report_mismatch(module, proc, r, "byte order");
-            continue;
-        }
-        if (r->auth > USNIC_AUTH_FULL || 0 == r->key) {
-            report_mismatch(module, proc, r, "modex record (authentication mode or key)");
-            continue;
-        }
-        if (r->max_msg_len > module->max_msg_len) {
-            report_mismatch(module, proc, r,
-                            "fragment size (btl_usnic_max_send_size and "
-                            "eager limits must match)");
-            continue;
-        }
-        if (!usnic_same_subnet(module->if_addr.sin_addr.s_addr, module->if_prefixlen, r->ipv4,
-                               r->prefixlen)) {
-            continue;
-        }
-        /* Prefer the peer module whose position matches ours, for spreading
-         * traffic over several interfaces on the same subnet. */
-        if (NULL == best || (size_t) module->index == i) {
+        usable[i] = true;
+        same[i] = usnic_same_subnet(ours, module->if_prefixlen, r->ipv4, r->prefixlen);
+        if (same[i] && better_candidate(module, best, i)) {
             best = r;
+        }
+    }
+    /* 2. else one the kernel routes to through our interface */
+    if (NULL == best && mca_btl_usnic_component.params.routed_peers) {
+        for (size_t i = 0; i < nrecs; i++) {
+            if (usable[i]) {
+                route[i] = usnic_route_get(ours, recs[i].ipv4);
+                if (USNIC_ROUTE_VIA_DEV == route[i]->verdict && better_candidate(module, best, i)) {
+                    best = &recs[i];
+                    routed = true;
+                }
+            }
+        }
+    }
+    if (!verbose) {
+        return best;
+    }
+    for (size_t i = 0; i < nrecs; i++) {
+        const struct usnic_modex_rec *r = &recs[i];
+        if (!usable[i]) {
+            continue;
+        }
+        if (r == best) {
+            uint32_t d = module->chan[USNIC_CHAN_DATA].mtu, t = r->mtu[USNIC_CHAN_DATA];
+            int n = 0;
+            if (routed) {
+                usnic_route_describe(route[i], why, sizeof(why));
+                n = (int) strlen(why);
+            } else {
+                n = snprintf(why, sizeof(why), "same subnet");
+            }
+            snprintf(why + n, sizeof(why) - (size_t) n,
+                     "; datagrams of %u bytes (ours %u, theirs %u)", (t < d) ? t : d, d, t);
+            pair_verbose(module, proc, r, "paired", why);
+        } else if (same[i]) {
+            pair_verbose(module, proc, r, "not paired",
+                         "same subnet, but another interface of the peer is used");
+        } else if (NULL != route[i]) {
+            usnic_route_describe(route[i], why, sizeof(why));
+            pair_verbose(module, proc, r, "not paired",
+                         (USNIC_ROUTE_VIA_DEV == route[i]->verdict)
+                             ? "routed too, but another interface of the peer is used"
+                             : why);
+        } else if (NULL != best) {
+            pair_verbose(module, proc, r, "not paired",
+                         "other subnet, and another interface of the peer shares ours");
+        } else {
+            pair_verbose(module, proc, r, "not paired",
+                         "other subnet, and routed peers are off (btl_usnic_routed_peers 0)");
         }
     }
     return best;

@@ -45,6 +45,10 @@ _Static_assert(sizeof(struct usnic_modex_rec) == 104, "modex record layout");
 
 #define USNIC_MAX_MODULES 64
 
+/* Verbose level of the pairing report (one line per local module, peer
+ * module). */
+#define USNIC_PAIR_VERBOSE 20
+
 /* Publish the records of every module (component init). */
 int usnic_modex_publish(void);
 
@@ -53,8 +57,11 @@ void usnic_modex_fill(usnic_module_t *module, struct usnic_modex_rec *rec);
 
 /*
  * Find the peer module this module should talk to: same provider, same
- * protocol version, same subnet.  Returns the record (pointing into recs) or
- * NULL.  A version/provider mismatch is reported once per job.
+ * protocol version, and on our subnet; if none is, one the kernel routes to
+ * through our interface (btl_usnic_routed_peers, btl_usnic_route.h).
+ * Returns the record (pointing into recs) or NULL.  A version/provider
+ * mismatch is reported once per job; each decision and its reason at
+ * verbose level USNIC_PAIR_VERBOSE.
  */
 const struct usnic_modex_rec *usnic_pair(usnic_module_t *module, const opal_proc_t *proc,
                                          const struct usnic_modex_rec *recs, size_t nrecs);
