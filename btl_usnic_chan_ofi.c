@@ -615,6 +615,52 @@ static int ofi_poll(usnic_module_t *module, usnic_channel_t *chan)
     return count;
 }
 
+/*
+ * A datagram of module's stream to ep while module's link is down (or the
+ * peer's: its datagrams come around), sent unchanged through another
+ * module that reaches the same process, to that process's address there:
+ * the receiver finds the stream by its key (usnic_endpoint_detoured).  It
+ * is copied into the other module's segment (its registrations are its
+ * own).  No such module: OPAL_ERR_RESOURCE_BUSY (the reliability layer
+ * tries again, usnic_ofi_events_poll gives up after btl_usnic_peer_timeout).
+ */
+static int send_detour(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg,
+                       const mca_btl_base_endpoint_t *ep)
+{
+    const usnic_component_t *c = &mca_btl_usnic_component;
+    uint32_t len = seg->hdr_len + seg->zc_len;
+
+    for (int i = 0; i < c->num_modules; i++) {
+        usnic_module_t *m = c->modules[i];
+        mca_btl_base_endpoint_t *via;
+        usnic_seg_t *copy;
+        int rc;
+
+        if (m == module || m->finalized || m->link_down || m->backend != &usnic_backend_ofi ||
+            len > m->chan[USNIC_CHAN_DATA].mtu || m->chan[chan->id].tx_credits <= 0 ||
+            NULL == (via = usnic_endpoint_sibling(m, ep))) {
+            continue;
+        }
+        copy = usnic_seg_alloc(m, USNIC_SEG_SEND);
+        if (NULL == copy) {
+            continue;
+        }
+        memcpy(copy->buf, seg->buf, seg->hdr_len);
+        if (0 != seg->zc_len) {
+            memcpy(copy->buf + seg->hdr_len, seg->zc_ptr, seg->zc_len);
+        }
+        copy->hdr_len = len;
+        copy->refs = 1;
+        rc = m->backend->send(m, &m->chan[chan->id], copy, via);
+        usnic_seg_put(copy);
+        if (OPAL_SUCCESS == rc) {
+            module->stats.detours++;
+            return OPAL_SUCCESS;
+        }
+    }
+    return OPAL_ERR_RESOURCE_BUSY;
+}
+
 /* Hand one sealed datagram to the provider.  OPAL_ERR_RESOURCE_BUSY: try later. */
 static int ofi_send(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg,
                     const mca_btl_base_endpoint_t *ep)
@@ -627,6 +673,12 @@ static int ofi_send(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *
 
     if (OPAL_UNLIKELY(seg->posted)) {
         return OPAL_ERR_RESOURCE_BUSY; /* its fi_context and buffer are the provider's */
+    }
+    if (OPAL_UNLIKELY(module->link_down || 0 != ep->detour_until)) {
+        if (module->link_down || ep->detour_until > usnic_now_us()) {
+            return send_detour(module, chan, seg, ep);
+        }
+        ((mca_btl_base_endpoint_t *) ep)->detour_until = 0; /* the peer's datagrams came back */
     }
     iov[0].iov_base = seg->buf - chan->prefix;
     iov[0].iov_len = chan->prefix + seg->hdr_len;

@@ -56,6 +56,7 @@ struct usnic_ofi_state {
     struct usnic_vf_facts vf; /* usnic provider only */
     struct fid_eq *eq;        /* link events (bound to the domain), or NULL */
     uint64_t next_eq_poll;    /* usnic_now_us() of the next look at the EQ */
+    uint64_t down_since;      /* usnic_now_us() when the link went down */
 };
 
 /* btl_usnic_ofi_ext.c */

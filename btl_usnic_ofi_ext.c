@@ -12,6 +12,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_chan.h"
+#include "btl_usnic_endpoint.h"
 #include "btl_usnic_ofi.h"
 #include "btl_usnic_util.h"
 
@@ -192,6 +193,9 @@ static void link_event(usnic_module_t *module, bool down)
         return;
     }
     module->link_down = down;
+    if (NULL != module->ofi) {
+        module->ofi->down_since = usnic_now_us();
+    }
     inet_ntop(AF_INET, &module->if_addr.sin_addr, abuf, sizeof(abuf));
     if (down) {
         int up = 0;
@@ -204,6 +208,44 @@ static void link_event(usnic_module_t *module, bool down)
                        opal_process_info.nodename, up);
     } else {
         USNIC_VERBOSE(1, "%s (%s): link up again, traffic resumes", module->ifname, abuf);
+    }
+}
+
+/* Does another module whose link is up reach ep's process? */
+static bool detour_exists(const usnic_module_t *module, const mca_btl_base_endpoint_t *ep)
+{
+    const usnic_component_t *c = &mca_btl_usnic_component;
+
+    for (int i = 0; i < c->num_modules; i++) {
+        usnic_module_t *m = c->modules[i];
+        if (m != module && !m->finalized && !m->link_down &&
+            NULL != usnic_endpoint_sibling(m, ep)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The link has been down for btl_usnic_peer_timeout: peers with data
+ * outstanding that no other module reaches are unreachable (an error
+ * for the job, not a hang). */
+static void give_up(usnic_module_t *module)
+{
+    opal_list_item_t *item;
+    char why[200];
+
+    snprintf(why, sizeof(why),
+             "the link of device %s has been down for %d s and no other usnic device of this "
+             "process reaches the peer",
+             module->ifname, mca_btl_usnic_component.params.peer_timeout);
+    for (item = opal_list_get_first(&module->endpoints);
+         item != opal_list_get_end(&module->endpoints); item = opal_list_get_next(item)) {
+        mca_btl_base_endpoint_t *ep = (mca_btl_base_endpoint_t *) item;
+        if (!ep->dead &&
+            (0 != usnic_rel_tx_inflight(&ep->rel) || !opal_list_is_empty(&ep->sendq)) &&
+            !detour_exists(module, ep)) {
+            usnic_endpoint_fail(ep, why);
+        }
     }
 }
 
@@ -237,5 +279,9 @@ void usnic_ofi_events_poll(usnic_module_t *module)
         } else {
             USNIC_VERBOSE(20, "%s: EQ event %u ignored", module->ifname, event);
         }
+    }
+    if (module->link_down &&
+        now - st->down_since > (uint64_t) mca_btl_usnic_component.params.peer_timeout * 1000000u) {
+        give_up(module);
     }
 }
