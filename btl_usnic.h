@@ -166,6 +166,8 @@ typedef struct usnic_module {
     struct fid_fabric *fabric;
     struct fid_domain *domain;
     struct fid_av *av;
+    struct usnic_ofi_state *ofi; /* libfabric backend's own state (btl_usnic_chan_ofi.c) */
+    bool link_down;              /* the provider said the link is down: no new traffic */
     usnic_channel_t chan[USNIC_NUM_CHANNELS];
 
     uint64_t max_msg_len;    /* largest PML fragment we reassemble */

@@ -53,6 +53,12 @@ typedef struct usnic_backend {
     int (*peer_add)(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
     /* Does a datagram of size bytes reach our own data channel whole? */
     bool (*self_test)(usnic_module_t *module, uint32_t size);
+    /* Optional (NULL: plain memory).  The memory pool the segment free
+     * lists allocate their buffers from (NULL: the default), e.g. one that
+     * registers every chunk with the provider; and the descriptor a
+     * segment whose buffer starts at buf passes on every post. */
+    struct mca_mpool_base_module_t *(*seg_mpool)(usnic_module_t *module);
+    void *(*seg_desc)(usnic_module_t *module, const void *buf);
 } usnic_backend_t;
 
 extern const usnic_backend_t usnic_backend_ofi;

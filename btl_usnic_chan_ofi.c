@@ -5,18 +5,40 @@
  * devices; a module's channels are two endpoints sharing one completion
  * queue each, receive buffers are posted with fi_recv, and sends complete
  * through the queue (or at once with fi_inject).
+ *
+ * Every mode and attribute the provider returns is obeyed:
+ *   FI_MR_LOCAL    (the usnic provider) every posted buffer lies in a
+ *                  registration and its descriptor goes with the post: the
+ *                  segment free lists take their memory from a pool that
+ *                  registers each chunk once when it is allocated
+ *                  (ofi_pool_alloc), and each segment keeps its chunk's
+ *                  descriptor (seg->desc).  User memory is never posted:
+ *                  data is copied into segments (no zero copy).
+ *   FI_MSG_PREFIX  msg_prefix_size bytes before every buffer (chan->prefix),
+ *                  counted in every length and in max_msg_size.
+ *   FI_CONTEXT     each post's own fi_context (seg->fictx), never reused
+ *                  before the post completed (seg->posted).
+ *   sizes          max_msg_size, inject_size, iov_limit, tx/rx queue sizes.
+ * Completion errors are read with fi_cq_readerr, decoded by the provider
+ * (fi_cq_strerror) and reported once per module.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
 #include "opal/util/argv.h"
+#include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
 #include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
+#include "btl_usnic_ofi.h"
 #include "btl_usnic_util.h"
+
+/* Mode bits we can honour, and the memory registration modes. */
+#define OFI_MODES (FI_CONTEXT | FI_MSG_PREFIX | FI_LOCAL_MR)
+#define OFI_MR_MODES (FI_MR_LOCAL | FI_MR_ALLOCATED)
 
 static struct fi_info *query_provider_caps(const char *prov, enum fi_threading threading,
                                            uint64_t caps)
@@ -29,7 +51,8 @@ static struct fi_info *query_provider_caps(const char *prov, enum fi_threading t
         return NULL;
     }
     hints->caps = caps;
-    hints->mode = FI_CONTEXT | FI_MSG_PREFIX;
+    hints->mode = OFI_MODES;
+    hints->domain_attr->mr_mode = OFI_MR_MODES;
     hints->ep_attr->type = FI_EP_DGRAM;
     hints->addr_format = FI_SOCKADDR_IN;
     hints->domain_attr->threading = threading;
@@ -69,6 +92,119 @@ static struct fi_info *query_provider(const char *prov)
     return (NULL != info) ? info : query_provider_threading(prov, FI_THREAD_UNSPEC);
 }
 
+/* ---- registered segment memory (FI_MR_LOCAL) ---- */
+
+static void ofi_state_free(struct usnic_ofi_state *st)
+{
+    free(st->chunks);
+    free(st);
+}
+
+/* The segment lists' pool: aligned memory, registered with the domain for
+ * sends and receives when the provider wants local registrations. */
+static void *ofi_pool_alloc(mca_mpool_base_module_t *mpool, size_t size, size_t align,
+                            uint32_t flags)
+{
+    struct usnic_ofi_state *st = (struct usnic_ofi_state *) mpool;
+    usnic_module_t *module = st->module;
+    struct usnic_ofi_chunk *ch;
+    void *p = NULL;
+    (void) flags;
+
+    if (st->released || NULL == module->domain) {
+        return NULL;
+    }
+    if (st->n_chunks == st->cap_chunks) {
+        int cap = st->cap_chunks ? 2 * st->cap_chunks : 16;
+        void *n = realloc(st->chunks, (size_t) cap * sizeof(*st->chunks));
+        if (NULL == n) {
+            return NULL;
+        }
+        st->chunks = n;
+        st->cap_chunks = cap;
+    }
+    if (align < sizeof(void *)) {
+        align = sizeof(void *);
+    }
+    if (0 != posix_memalign(&p, align, size)) {
+        return NULL;
+    }
+    ch = &st->chunks[st->n_chunks];
+    ch->base = p;
+    ch->len = size;
+    ch->mr = NULL;
+    ch->desc = NULL;
+    if (st->mr_local) {
+        int rc = fi_mr_reg(module->domain, p, size, FI_SEND | FI_RECV, 0,
+                           (uint64_t) st->n_chunks + 1, 0, &ch->mr, NULL);
+        if (0 != rc) {
+            USNIC_VERBOSE(5, "%s: fi_mr_reg of %zu bytes: %s", module->ifname, size,
+                          fi_strerror(-rc));
+            free(p);
+            return NULL;
+        }
+        ch->desc = fi_mr_desc(ch->mr);
+        module->stats.mr_regs++;
+        USNIC_VERBOSE(30, "%s: registered %zu bytes of segment buffers (registration %d)",
+                      module->ifname, size, st->n_chunks + 1);
+    }
+    st->n_chunks++;
+    st->live_chunks++;
+    return p;
+}
+
+static void ofi_pool_free(mca_mpool_base_module_t *mpool, void *addr)
+{
+    struct usnic_ofi_state *st = (struct usnic_ofi_state *) mpool;
+
+    for (int i = st->n_chunks - 1; i >= 0; i--) {
+        if (st->chunks[i].base == addr) {
+            if (NULL != st->chunks[i].mr) {
+                fi_close(&st->chunks[i].mr->fid);
+                st->chunks[i].mr = NULL;
+            }
+            st->chunks[i].base = NULL;
+            st->live_chunks--;
+            break;
+        }
+    }
+    free(addr);
+    if (st->released && 0 == st->live_chunks) {
+        ofi_state_free(st);
+    }
+}
+
+static mca_mpool_base_module_t *ofi_seg_mpool(usnic_module_t *module)
+{
+    return (NULL != module->ofi && module->ofi->mr_local) ? &module->ofi->mpool : NULL;
+}
+
+static void *ofi_seg_desc(usnic_module_t *module, const void *buf)
+{
+    const struct usnic_ofi_state *st = module->ofi;
+
+    for (int i = (NULL != st) ? st->n_chunks - 1 : -1; i >= 0; i--) {
+        const struct usnic_ofi_chunk *ch = &st->chunks[i];
+        if (NULL != ch->base && (const uint8_t *) buf >= ch->base &&
+            (const uint8_t *) buf < ch->base + ch->len) {
+            return ch->desc;
+        }
+    }
+    return NULL;
+}
+
+/* Close every registration (the endpoints are closed: nothing is posted). */
+static void ofi_regs_close(struct usnic_ofi_state *st)
+{
+    for (int i = 0; i < st->n_chunks; i++) {
+        if (NULL != st->chunks[i].mr) {
+            fi_close(&st->chunks[i].mr->fid);
+            st->chunks[i].mr = NULL;
+            st->chunks[i].desc = NULL;
+        }
+    }
+}
+
 /* Is this fi_info a device we should use?  Says why not at verbose level. */
 static bool usable(const struct fi_info *fi, const struct usnic_filters *flt, uint32_t *addr)
 {
@@ -93,8 +229,8 @@ static bool usable(const struct fi_info *fi, const struct usnic_filters *flt, ui
 /* Post a receive buffer; on failure it goes back to its free list. */
 static int post_recv(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg)
 {
-    ssize_t rc = fi_recv(chan->ep, seg->super.ptr, chan->prefix + chan->mtu, NULL, FI_ADDR_UNSPEC,
-                         &seg->fictx);
+    ssize_t rc = fi_recv(chan->ep, seg->super.ptr, chan->prefix + chan->mtu, seg->desc,
+                         FI_ADDR_UNSPEC, &seg->fictx);
     if (OPAL_UNLIKELY(0 != rc)) {
         USNIC_VERBOSE(5, "%s: fi_recv: %s", module->ifname, fi_strerror((int) -rc));
         opal_free_list_return(&chan->rx_segs, &seg->super);
@@ -129,6 +265,10 @@ static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usni
     chan->mtu = mtu;
     chan->prefix =
         (module->info->mode & FI_MSG_PREFIX) ? module->info->ep_attr->msg_prefix_size : 0;
+    if (module->info->tx_attr->size > 0 && (size_t) tx_depth > module->info->tx_attr->size) {
+        /* the provider's send queue is shorter: its size bounds our credits */
+        tx_depth = (int) module->info->tx_attr->size;
+    }
     chan->tx_depth = tx_depth;
     chan->tx_credits = tx_depth;
     chan->inject_size = module->info->tx_attr->inject_size;
@@ -190,14 +330,24 @@ static void channel_close(usnic_channel_t *chan)
 
 static void ofi_release(usnic_module_t *module)
 {
+    struct usnic_ofi_state *st = module->ofi;
+
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         channel_close(&module->chan[c]);
+    }
+    if (NULL != st) {
+        /* nothing is posted any more: registrations may go, before the domain */
+        ofi_regs_close(st);
     }
     if (NULL != module->av) {
         fi_close(&module->av->fid);
     }
     if (NULL != module->domain) {
         fi_close(&module->domain->fid);
+    }
+    if (NULL != st && NULL != st->eq) {
+        fi_close(&st->eq->fid);
+        st->eq = NULL;
     }
     if (NULL != module->fabric) {
         fi_close(&module->fabric->fid);
@@ -209,6 +359,15 @@ static void ofi_release(usnic_module_t *module)
     module->domain = NULL;
     module->fabric = NULL;
     module->info = NULL;
+    if (NULL != st) {
+        /* the segment lists still hold chunks: the pool frees the state
+         * with the last of them */
+        st->released = true;
+        module->ofi = NULL;
+        if (0 == st->live_chunks) {
+            ofi_state_free(st);
+        }
+    }
 }
 
 /*
@@ -253,6 +412,9 @@ static int ofi_open(usnic_module_t *module, int rd_num)
         USNIC_VERBOSE(5, "%s: fabric/domain/AV setup: %s", module->ifname, fi_strerror(-rc));
         return OPAL_ERROR;
     }
+    if (NULL != module->ofi && module->ofi->vf.known) {
+        usnic_ofi_events_open(module);
+    }
     if (OPAL_SUCCESS != usnic_check_rx_limits(module->prov_name, module->ifname,
                                               module->info->rx_attr->size, rd_num)) {
         mca_btl_usnic_component.param_error = true; /* reported: not a missing device */
@@ -293,7 +455,8 @@ static bool ofi_self_test(usnic_module_t *module, uint32_t size)
     seg->refs = 1;
     memset(seg->buf, 0x5a, size);
     seg->buf[0] = 0; /* not a valid protocol version: never mistaken for traffic */
-    rc = fi_send(chan->ep, seg->buf - chan->prefix, chan->prefix + size, NULL, self, &seg->fictx);
+    rc = fi_send(chan->ep, seg->buf - chan->prefix, chan->prefix + size, seg->desc, self,
+                 &seg->fictx);
     while (0 == rc && (!sent || !arrived) && usnic_now_us() < deadline) {
         struct fi_cq_msg_entry ent;
         usnic_seg_t *s;
@@ -346,6 +509,74 @@ static void source_from_prefix(usnic_module_t *module, const usnic_channel_t *ch
     }
 }
 
+static inline usnic_seg_t *seg_of(void *op_context)
+{
+    return (usnic_seg_t *) ((char *) op_context - offsetof(usnic_seg_t, fictx));
+}
+
+/* A send's completion (or failure): its credit and its post's reference. */
+static inline void send_done(usnic_channel_t *chan, usnic_seg_t *seg)
+{
+    chan->tx_credits++;
+    seg->posted = false;
+    usnic_seg_put(seg);
+}
+
+/*
+ * A completion in error: read it (fi_cq_readerr), let the provider decode
+ * it (fi_cq_strerror), report the first of the module once, and recover:
+ * a failed send is a lost datagram (the reliability layer sends it again),
+ * a failed receive a datagram that did not arrive; its buffer is reposted.
+ */
+static int cq_error(usnic_module_t *module, usnic_channel_t *chan)
+{
+    struct fi_cq_err_entry err;
+    char buf[256];
+    const char *text;
+    usnic_seg_t *seg;
+    bool recv;
+
+    memset(&err, 0, sizeof(err));
+    if (fi_cq_readerr(chan->cq, &err, 0) <= 0) {
+        return 0;
+    }
+    module->stats.cq_errors++;
+    seg = (NULL != err.op_context) ? seg_of(err.op_context) : NULL;
+    recv = (NULL != seg) ? (USNIC_SEG_RECV == seg->kind) : (0 != (err.flags & FI_RECV));
+    buf[0] = '\0';
+    text = fi_cq_strerror(chan->cq, err.prov_errno, err.err_data, buf, sizeof(buf));
+    if (NULL == text || '\0' == text[0]) {
+        text = fi_strerror(0 != err.prov_errno ? err.prov_errno : err.err);
+    }
+    if (NULL != module->ofi && !module->ofi->cq_err_reported && !module->link_down) {
+        char code[64];
+        module->ofi->cq_err_reported = true;
+        snprintf(code, sizeof(code), "%d (%s), provider code %d", err.err, fi_strerror(err.err),
+                 err.prov_errno);
+        opal_show_help("help-mpi-btl-usnic.txt", "completion error", true,
+                       opal_process_info.nodename, module->ifname, module->prov_name,
+                       USNIC_CHAN_PRIO == chan->id ? "priority" : "data", recv ? "receive" : "send",
+                       code, text);
+    } else {
+        USNIC_VERBOSE(20, "%s: %s completion error %d (provider %d): %s", module->ifname,
+                      recv ? "receive" : "send", err.err, err.prov_errno, text);
+    }
+    if (NULL == seg) {
+        return 1;
+    }
+    if (recv) {
+        /* e.g. a datagram longer than the buffer, or a CRC error */
+        module->stats.rx_pkts++;
+        module->stats.drops[USNIC_DROP_RX_ERROR]++;
+        module->stats.bad_pkts++;
+        post_recv(module, chan, seg);
+    } else {
+        module->stats.tx_errors++;
+        send_done(chan, seg);
+    }
+    return 1;
+}
+
 static int ofi_poll(usnic_module_t *module, usnic_channel_t *chan)
 {
     struct fi_cq_msg_entry ent[16];
@@ -353,6 +584,9 @@ static int ofi_poll(usnic_module_t *module, usnic_channel_t *chan)
     ssize_t n;
     int count = 0;
 
+    if (USNIC_CHAN_PRIO == chan->id && NULL != module->ofi && NULL != module->ofi->eq) {
+        usnic_ofi_events_poll(module);
+    }
     if (USNIC_SRC_FI == module->src_check) {
         n = fi_cq_readfrom(chan->cq, ent, 16, src);
     } else {
@@ -360,8 +594,7 @@ static int ofi_poll(usnic_module_t *module, usnic_channel_t *chan)
     }
     if (n > 0) {
         for (ssize_t i = 0; i < n; i++) {
-            usnic_seg_t *seg =
-                (usnic_seg_t *) ((char *) ent[i].op_context - offsetof(usnic_seg_t, fictx));
+            usnic_seg_t *seg = seg_of(ent[i].op_context);
             if (USNIC_SEG_RECV == seg->kind) {
                 size_t len = ent[i].len >= chan->prefix ? ent[i].len - chan->prefix : 0;
                 if (USNIC_SRC_FI == module->src_check) {
@@ -372,32 +605,62 @@ static int ofi_poll(usnic_module_t *module, usnic_channel_t *chan)
                 usnic_rx_datagram(module, chan, seg->buf, len);
                 post_recv(module, chan, seg);
             } else {
-                chan->tx_credits++;
-                usnic_seg_put(seg);
+                send_done(chan, seg);
             }
         }
         count = (int) n;
     } else if (-FI_EAVAIL == n) {
-        struct fi_cq_err_entry err = {0};
-        if (fi_cq_readerr(chan->cq, &err, 0) > 0 && NULL != err.op_context) {
-            usnic_seg_t *seg =
-                (usnic_seg_t *) ((char *) err.op_context - offsetof(usnic_seg_t, fictx));
-            USNIC_VERBOSE(20, "%s: completion error: %s", module->ifname, fi_strerror(err.err));
-            if (USNIC_SEG_RECV == seg->kind) {
-                /* e.g. a datagram longer than the buffer: an arrival that failed */
-                module->stats.rx_pkts++;
-                module->stats.drops[USNIC_DROP_RX_ERROR]++;
-                module->stats.bad_pkts++;
-                post_recv(module, chan, seg);
-            } else {
-                module->stats.tx_errors++;
-                chan->tx_credits++;
-                usnic_seg_put(seg);
-            }
-        }
-        count = 1;
+        count = cq_error(module, chan);
+    } else if (-FI_EAGAIN != n && 0 != n) {
+        USNIC_VERBOSE(5, "%s: fi_cq_read: %s", module->ifname, fi_strerror((int) -n));
     }
     return count;
+}
+
+/*
+ * A datagram of module's stream to ep while module's link is down (or the
+ * peer's: its datagrams come around), sent unchanged through another
+ * module that reaches the same process, to that process's address there:
+ * the receiver finds the stream by its key (usnic_endpoint_detoured).  It
+ * is copied into the other module's segment (its registrations are its
+ * own).  No such module: OPAL_ERR_RESOURCE_BUSY (the reliability layer
+ * tries again, usnic_ofi_events_poll gives up after btl_usnic_peer_timeout).
+ */
+static int send_detour(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg,
+                       const mca_btl_base_endpoint_t *ep)
+{
+    const usnic_component_t *c = &mca_btl_usnic_component;
+    uint32_t len = seg->hdr_len + seg->zc_len;
+
+    for (int i = 0; i < c->num_modules; i++) {
+        usnic_module_t *m = c->modules[i];
+        mca_btl_base_endpoint_t *via;
+        usnic_seg_t *copy;
+        int rc;
+
+        if (m == module || m->finalized || m->link_down || m->backend != &usnic_backend_ofi ||
+            len > m->chan[USNIC_CHAN_DATA].mtu || m->chan[chan->id].tx_credits <= 0 ||
+            NULL == (via = usnic_endpoint_sibling(m, ep))) {
+            continue;
+        }
+        copy = usnic_seg_alloc(m, USNIC_SEG_SEND);
+        if (NULL == copy) {
+            continue;
+        }
+        memcpy(copy->buf, seg->buf, seg->hdr_len);
+        if (0 != seg->zc_len) {
+            memcpy(copy->buf + seg->hdr_len, seg->zc_ptr, seg->zc_len);
+        }
+        copy->hdr_len = len;
+        copy->refs = 1;
+        rc = m->backend->send(m, &m->chan[chan->id], copy, via);
+        usnic_seg_put(copy);
+        if (OPAL_SUCCESS == rc) {
+            module->stats.detours++;
+            return OPAL_SUCCESS;
+        }
+    }
+    return OPAL_ERR_RESOURCE_BUSY;
 }
 
 /* Hand one sealed datagram to the provider.  OPAL_ERR_RESOURCE_BUSY: try later. */
@@ -406,12 +669,24 @@ static int ofi_send(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *
 {
     fi_addr_t dest = ep->addr[chan->id];
     struct iovec iov[2];
+    void *desc[2];
     size_t n = 1;
     ssize_t rc;
 
+    if (OPAL_UNLIKELY(seg->posted)) {
+        return OPAL_ERR_RESOURCE_BUSY; /* its fi_context and buffer are the provider's */
+    }
+    if (OPAL_UNLIKELY(module->link_down || 0 != ep->detour_until)) {
+        if (module->link_down || ep->detour_until > usnic_now_us()) {
+            return send_detour(module, chan, seg, ep);
+        }
+        ((mca_btl_base_endpoint_t *) ep)->detour_until = 0; /* the peer's datagrams came back */
+    }
     iov[0].iov_base = seg->buf - chan->prefix;
     iov[0].iov_len = chan->prefix + seg->hdr_len;
-    if (0 == seg->zc_len && iov[0].iov_len <= chan->inject_size) {
+    desc[0] = seg->desc;
+    /* inject_size does not count the message prefix (fi_getinfo(3)) */
+    if (0 == seg->zc_len && seg->hdr_len <= chan->inject_size) {
         /* small and contiguous: the provider copies it now, no completion
          * to wait for (we keep the segment for retransmission anyway) */
         rc = fi_inject(chan->ep, iov[0].iov_base, iov[0].iov_len, dest);
@@ -425,11 +700,13 @@ static int ofi_send(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *
         return OPAL_ERROR;
     }
     if (0 != seg->zc_len) {
+        /* only when no registration is needed (module->zero_copy) */
         iov[1].iov_base = (void *) seg->zc_ptr;
         iov[1].iov_len = seg->zc_len;
+        desc[1] = NULL;
         n = 2;
     }
-    rc = fi_sendv(chan->ep, iov, NULL, n, dest, &seg->fictx);
+    rc = fi_sendv(chan->ep, iov, desc, n, dest, &seg->fictx);
     if (OPAL_UNLIKELY(0 != rc)) {
         if (-FI_EAGAIN == rc) {
             return OPAL_ERR_RESOURCE_BUSY;
@@ -438,6 +715,7 @@ static int ofi_send(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *
         return OPAL_ERROR;
     }
     chan->tx_credits--;
+    seg->posted = true;
     seg->refs++; /* until the send completion */
     return OPAL_SUCCESS;
 }
@@ -454,11 +732,32 @@ static int ofi_peer_add(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
     return OPAL_SUCCESS;
 }
 
+/* The backend state of a new module, obeying fi's memory registration mode. */
+static struct usnic_ofi_state *ofi_state_new(usnic_module_t *module, const struct fi_info *fi,
+                                             const struct usnic_vf_facts *vf)
+{
+    struct usnic_ofi_state *st = calloc(1, sizeof(*st));
+
+    if (NULL == st) {
+        return NULL;
+    }
+    st->mpool.mpool_alloc = ofi_pool_alloc;
+    st->mpool.mpool_free = ofi_pool_free;
+    st->mpool.mpool_name = "btl_usnic_ofi";
+    st->module = module;
+    st->mr_local =
+        (0 != (fi->domain_attr->mr_mode & FI_MR_LOCAL)) || (0 != (fi->mode & FI_LOCAL_MR));
+    if (NULL != vf) {
+        st->vf = *vf;
+    }
+    return st;
+}
+
 /* A module for one device of the provider, its channels open. */
-static usnic_module_t *ofi_module_create(struct fi_info *fi)
+static usnic_module_t *ofi_module_create(struct fi_info *fi, const struct usnic_vf_facts *vf)
 {
     usnic_module_t *module;
-    uint32_t data_mtu;
+    uint32_t data_mtu, advertised;
 
     module = usnic_module_new(fi->domain_attr->name, (const struct sockaddr_in *) fi->src_addr,
                               fi->fabric_attr->prov_name, &usnic_backend_ofi);
@@ -466,9 +765,23 @@ static usnic_module_t *ofi_module_create(struct fi_info *fi)
         return NULL;
     }
     module->info = fi_dupinfo(fi);
-    if (NULL == module->info) {
+    module->ofi = ofi_state_new(module, fi, vf);
+    if (NULL == module->info || NULL == module->ofi) {
+        if (NULL != module->info) {
+            fi_freeinfo(module->info);
+        }
+        free(module->ofi);
         free(module);
         return NULL;
+    }
+    if (NULL != vf && vf->known) {
+        /* the VF's own facts: the device is no Linux interface of its name */
+        module->if_mtu = vf->mtu;
+        module->if_prefixlen = vf->prefixlen;
+        module->link_mbps = vf->link_mbps;
+        if (module->link_mbps > 0) {
+            module->super.btl_bandwidth = module->link_mbps;
+        }
     }
     module->is_udp = (0 == strcmp(module->prov_name, "udp"));
     if (0 == strcmp(module->prov_name, "usnic") && (module->info->mode & FI_MSG_PREFIX) &&
@@ -483,16 +796,38 @@ static usnic_module_t *ofi_module_create(struct fi_info *fi)
                       "identify senders",
                       module->ifname, module->prov_name);
     }
-    data_mtu = choose_datagram_size(module, (uint32_t) fi->ep_attr->max_msg_size, module->if_mtu);
+    /* max_msg_size counts the prefix in prefix mode (the usnic provider's
+     * 1536 at MTU 1500 is 64 + 1472) */
+    advertised = (uint32_t) fi->ep_attr->max_msg_size;
+    if ((module->info->mode & FI_MSG_PREFIX) && advertised > fi->ep_attr->msg_prefix_size) {
+        advertised -= (uint32_t) fi->ep_attr->msg_prefix_size;
+    }
+    data_mtu = choose_datagram_size(module, advertised, module->if_mtu);
     if (data_mtu < USNIC_HDR_LEN_MAX + 64) {
         USNIC_VERBOSE(20, "%s: skipped, datagrams of %u bytes are too small", module->ifname,
                       data_mtu);
         fi_freeinfo(module->info);
+        free(module->ofi);
         free(module);
         return NULL;
     }
     usnic_module_set_sizes(module, data_mtu);
-    module->zero_copy = module->info->tx_attr->iov_limit >= 2;
+    /* zero copy posts user memory: only where it needs no registration */
+    module->zero_copy = module->info->tx_attr->iov_limit >= 2 && !module->ofi->mr_local;
+    USNIC_VERBOSE(5,
+                  "%s: provider %s: mode%s%s%s, mr_mode%s%s, prefix %zu, max_msg_size %zu, "
+                  "inject %zu, iov_limit %zu, tx/rx size %zu/%zu%s",
+                  module->ifname, module->prov_name,
+                  (module->info->mode & FI_MSG_PREFIX) ? " FI_MSG_PREFIX" : "",
+                  (module->info->mode & FI_CONTEXT) ? " FI_CONTEXT" : "",
+                  (module->info->mode & FI_LOCAL_MR) ? " FI_LOCAL_MR" : "",
+                  (module->info->domain_attr->mr_mode & FI_MR_LOCAL) ? " FI_MR_LOCAL" : "",
+                  (module->info->domain_attr->mr_mode & FI_MR_ALLOCATED) ? " FI_MR_ALLOCATED" : "",
+                  (module->info->mode & FI_MSG_PREFIX) ? module->info->ep_attr->msg_prefix_size : 0,
+                  module->info->ep_attr->max_msg_size, module->info->tx_attr->inject_size,
+                  module->info->tx_attr->iov_limit, module->info->tx_attr->size,
+                  module->info->rx_attr->size,
+                  module->ofi->mr_local ? ": buffers registered, no zero copy" : "");
     if (OPAL_SUCCESS != ofi_open(module, usnic_module_rd_num(module, module->is_udp))) {
         ofi_release(module);
         free(module);
@@ -513,6 +848,7 @@ static int ofi_discover(const char *prov, const struct usnic_filters *flt, int m
         return 0;
     }
     for (fi = infos; NULL != fi && (0 == max || found < max); fi = fi->next) {
+        struct usnic_vf_facts vf;
         usnic_module_t *module;
         uint32_t addr;
         bool dup = false;
@@ -524,11 +860,41 @@ static int ofi_discover(const char *prov, const struct usnic_filters *flt, int m
         for (int i = 0; NULL != seen && NULL != seen[i]; i++) {
             dup = dup || (0 == strcmp(seen[i], fi->domain_attr->name));
         }
-        if (dup || !usable(fi, flt, &addr)) {
+        if (dup) {
+            continue;
+        }
+        if (0 != (fi->mode & ~(uint64_t) OFI_MODES) ||
+            0 != (fi->domain_attr->mr_mode & ~OFI_MR_MODES)) {
+            USNIC_VERBOSE(20, "device %s: skipped, mode 0x%llx / mr_mode 0x%x not supported",
+                          fi->domain_attr->name, (unsigned long long) fi->mode,
+                          (unsigned) fi->domain_attr->mr_mode);
+            continue;
+        }
+        memset(&vf, 0, sizeof(vf));
+        if (0 == strcmp(prov, "usnic")) {
+            usnic_ofi_vf_query(fi, &vf);
+        }
+        if (vf.known) {
+            /* a VF: its facts come from the extension, not from a Linux
+             * interface of the device's name */
+            const struct sockaddr_in *sin = fi->src_addr;
+            if (NULL == sin || FI_SOCKADDR_IN != fi->addr_format || AF_INET != sin->sin_family ||
+                0 == (fi->caps & FI_MSG) || FI_EP_DGRAM != fi->ep_attr->type) {
+                continue;
+            }
+            addr = sin->sin_addr.s_addr;
+            if (!usnic_ofi_vf_usable(fi->domain_attr->name, &vf, addr, flt)) {
+                continue;
+            }
+            if (!usnic_ofi_vf_resources_ok(fi->domain_attr->name, fi->fabric_attr->name, &vf)) {
+                mca_btl_usnic_component.param_error = true; /* reported */
+                continue;
+            }
+        } else if (!usable(fi, flt, &addr)) {
             continue;
         }
         opal_argv_append_nosize(&seen, fi->domain_attr->name);
-        module = ofi_module_create(fi);
+        module = ofi_module_create(fi, vf.known ? &vf : NULL);
         if (NULL != module && NULL != usnic_module_commit(module)) {
             found++;
         }
@@ -550,4 +916,6 @@ const usnic_backend_t usnic_backend_ofi = {
     .train_flush = NULL,
     .peer_add = ofi_peer_add,
     .self_test = ofi_self_test,
+    .seg_mpool = ofi_seg_mpool,
+    .seg_desc = ofi_seg_desc,
 };

@@ -24,6 +24,7 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
     ep->timer_deadline = 0;
     ep->live_slot = -1;
     ep->live_watched = false;
+    ep->detour_until = 0;
     ep->ping_ts = 0;
     ep->ack_ts_last = 0;
     OBJ_CONSTRUCT(&ep->sendq, opal_list_t);
@@ -426,6 +427,39 @@ mca_btl_base_endpoint_t *usnic_endpoint_for_key(usnic_module_t *module, uint64_t
     module->last_sender_key = key;
     module->last_sender = ep;
     return ep;
+}
+
+mca_btl_base_endpoint_t *usnic_endpoint_sibling(usnic_module_t *module,
+                                                const mca_btl_base_endpoint_t *ep)
+{
+    opal_list_item_t *item;
+
+    for (item = opal_list_get_first(&module->endpoints);
+         item != opal_list_get_end(&module->endpoints); item = opal_list_get_next(item)) {
+        mca_btl_base_endpoint_t *e = (mca_btl_base_endpoint_t *) item;
+        if (e->proc == ep->proc && !e->dead) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
+mca_btl_base_endpoint_t *usnic_endpoint_detoured(usnic_module_t *module, uint64_t key,
+                                                 mca_btl_base_endpoint_t **via)
+{
+    const usnic_component_t *c = &mca_btl_usnic_component;
+
+    for (int i = 0; i < c->num_modules; i++) {
+        usnic_module_t *m = c->modules[i];
+        mca_btl_base_endpoint_t *ep;
+        if (m == module || m->finalized || m->backend != module->backend ||
+            OPAL_SUCCESS != opal_hash_table_get_value_uint64(&m->senders, key, (void **) &ep)) {
+            continue;
+        }
+        *via = usnic_endpoint_sibling(module, ep);
+        return (NULL != *via) ? ep : NULL;
+    }
+    return NULL;
 }
 
 void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why)

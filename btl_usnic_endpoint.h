@@ -59,6 +59,8 @@ struct mca_btl_base_endpoint_t {
     uint32_t path_size;        /* what the check proved (0: not checked) */
     int live_slot;             /* its entry in the liveness table (btl_usnic_live.h), -1: none */
     bool live_watched;         /* its peer is being probed */
+    uint64_t detour_until;     /* usnic_now_us() until which the peer's datagrams come (and ours
+                                  go) through another module: its link or ours is down */
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(mca_btl_base_endpoint_t);
@@ -70,6 +72,15 @@ void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep);
 
 /* The endpoint of the sending module with this key, or NULL.  Never blocks. */
 mca_btl_base_endpoint_t *usnic_endpoint_for_key(usnic_module_t *module, uint64_t key);
+/* A datagram of key's stream arrived on module, whose own endpoints do not
+ * know it: the endpoint of another module whose stream it is (its sender
+ * detours around a link that is down), and in *via module's endpoint to the
+ * same process (the address it must come from).  NULL: none. */
+mca_btl_base_endpoint_t *usnic_endpoint_detoured(usnic_module_t *module, uint64_t key,
+                                                 mca_btl_base_endpoint_t **via);
+/* module's endpoint to the process of ep (another module's), or NULL. */
+mca_btl_base_endpoint_t *usnic_endpoint_sibling(usnic_module_t *module,
+                                                const mca_btl_base_endpoint_t *ep);
 
 /* Declare the peer failed: report once, through the PML's error callback. */
 void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why);

@@ -1,5 +1,6 @@
 /* Free lists of segments and fragments (types and lifetime rules in btl_usnic_frag.h). */
 #include "btl_usnic_frag.h"
+#include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
 
 static void seg_construct(usnic_seg_t *seg)
@@ -10,6 +11,8 @@ static void seg_construct(usnic_seg_t *seg)
     seg->zc_ptr = NULL;
     seg->zc_len = 0;
     seg->rel.state = 0;
+    seg->desc = NULL;
+    seg->posted = false;
 }
 OBJ_CLASS_INSTANCE(usnic_seg_t, opal_free_list_item_t, seg_construct, NULL);
 
@@ -30,6 +33,10 @@ static int seg_item_init(opal_free_list_item_t *item, void *ctx)
     seg->kind = c->kind;
     seg->chan = c->chan;
     seg->buf = (uint8_t *) item->ptr + c->module->chan[c->chan].prefix;
+    if (NULL != c->module->backend->seg_desc) {
+        /* the pool registered the chunk holding the buffer just before */
+        seg->desc = c->module->backend->seg_desc(c->module, item->ptr);
+    }
     return OPAL_SUCCESS;
 }
 
@@ -45,6 +52,8 @@ static int seg_list_init(usnic_module_t *module, opal_free_list_t *fl, int slot,
                          int num, int max)
 {
     usnic_seg_list_ctx_t *c = &module->seg_list_ctx[slot];
+    struct mca_mpool_base_module_t *mpool =
+        (NULL != module->backend->seg_mpool) ? module->backend->seg_mpool(module) : NULL;
 
     c->module = module;
     c->kind = kind;
@@ -52,7 +61,7 @@ static int seg_list_init(usnic_module_t *module, opal_free_list_t *fl, int slot,
     OBJ_CONSTRUCT(fl, opal_free_list_t);
     return opal_free_list_init(fl, sizeof(usnic_seg_t), opal_cache_line_size,
                                OBJ_CLASS(usnic_seg_t), module->chan[chan].prefix + bytes,
-                               opal_cache_line_size, num, max, num, NULL, 0, NULL, seg_item_init,
+                               opal_cache_line_size, num, max, num, mpool, 0, NULL, seg_item_init,
                                c);
 }
 

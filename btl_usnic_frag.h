@@ -54,6 +54,8 @@ typedef struct usnic_seg {
     uint32_t payload_len;    /* payload bytes (inline + zero-copy) */
     const void *zc_ptr;      /* zero-copy payload after buf, or NULL */
     uint32_t zc_len;
+    void *desc;  /* FI_MR_LOCAL: fi_mr_desc() of the registration holding super.ptr */
+    bool posted; /* handed to the provider, completion not seen yet (fictx in use) */
 } usnic_seg_t;
 OBJ_CLASS_DECLARATION(usnic_seg_t);
 

@@ -76,14 +76,27 @@ static enum usnic_drop_reason rx_lookup(void *t, const struct usnic_pkt_hdr *hdr
     mca_btl_base_endpoint_t *ep = usnic_endpoint_for_key(module, hdr->sender_key);
 
     if (OPAL_UNLIKELY(NULL == ep)) {
-        /* perhaps a process of our job the PML has not added yet: its
-         * record is fetched without blocking; anything else goes now */
-        return usnic_lookup_start(hdr->src_module >> 8);
-    }
-    if (OPAL_UNLIKELY(ep->dead)) {
+        mca_btl_base_endpoint_t *via = NULL;
+        /* the stream of another of our modules, detoured around a link
+         * that is down: it must come from the sender's address here */
+        ep = (mca_btl_usnic_component.num_modules > 1)
+                 ? usnic_endpoint_detoured(module, hdr->sender_key, &via)
+                 : NULL;
+        if (NULL == ep) {
+            /* perhaps a process of our job the PML has not added yet: its
+             * record is fetched without blocking; anything else goes now */
+            return usnic_lookup_start(hdr->src_module >> 8);
+        }
+        if (OPAL_UNLIKELY(ep->dead || via->dead)) {
+            return USNIC_DROP_SENDER;
+        }
+        if (OPAL_UNLIKELY(!source_ok(module, via))) {
+            return USNIC_DROP_ADDRESS;
+        }
+        ep->detour_until = usnic_now_us() + 1000000; /* answer the same way */
+    } else if (OPAL_UNLIKELY(ep->dead)) {
         return USNIC_DROP_SENDER;
-    }
-    if (OPAL_UNLIKELY(!source_ok(module, ep))) {
+    } else if (OPAL_UNLIKELY(!source_ok(module, ep))) {
         return USNIC_DROP_ADDRESS;
     }
     c->rel = &ep->rel;
@@ -176,17 +189,20 @@ static void rx_acked(void *t, void *ep, int released)
     }
 }
 
+/* ACKs go out through the module whose stream it is (ep->module): not t
+ * when the datagram came around a link that is down (rx_lookup). */
 static void rx_accepted(void *t, void *ep, uint32_t payload_len)
 {
     usnic_module_t *module = t;
 
     module->stats.rx_bytes += payload_len;
-    usnic_ack_schedule(module, ep);
+    usnic_ack_schedule(((mca_btl_base_endpoint_t *) ep)->module, ep);
 }
 
 static void rx_ack_schedule(void *t, void *ep)
 {
-    usnic_ack_schedule(t, ep);
+    (void) t;
+    usnic_ack_schedule(((mca_btl_base_endpoint_t *) ep)->module, ep);
 }
 
 static void rx_drop(void *t, void *ep, enum usnic_drop_reason why)

@@ -365,6 +365,9 @@ int usnic_progress_resends(usnic_module_t *module)
             seg->rel.state &= ~USNIC_REL_SEG_RESEND;
             continue;
         }
+        if (OPAL_UNLIKELY(seg->posted)) {
+            break; /* its last post has not completed: the provider owns its buffer */
+        }
         if (fill_ack(ep, hdr)) {
             module->stats.piggy_acks++;
         }

@@ -47,7 +47,11 @@
     X(live_probes, "liveness probes sent to peers quiet with data outstanding")                    \
     X(live_replies, "authenticated answers to our liveness probes")                                \
     X(live_answered, "liveness probes of peers answered (by the liveness thread)")                 \
-    X(live_drops, "liveness datagrams dropped for failing validation or the rate limit")
+    X(live_drops, "liveness datagrams dropped for failing validation or the rate limit")           \
+    X(mr_regs, "libfabric memory registrations of segment buffers (FI_MR_LOCAL)")                  \
+    X(cq_errors, "libfabric completions that reported an error")                                   \
+    X(link_events, "link down/up events of the provider")                                          \
+    X(detours, "datagrams sent through another module while a link was down")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;
