@@ -45,4 +45,12 @@ check_asan "asan: ping-pong with 1472-byte datagrams" $? 2
 build_prog anysource || finish
 EXTRA_MCA="$asan_mca" run_mpi 4 "$BIN"
 check_asan "asan: anysource, 4 ranks" $? 4
+
+# the connectivity checker: clients waiting for an agent that listens late,
+# the agent (rank 0) leaving while the clients still run, the map file
+build_prog pingpong || finish
+USNIC_CC_TEST_AGENT_DELAY_MS=700 EXTRA_MCA="$asan_mca -x USNIC_CC_TEST_AGENT_DELAY_MS --mca btl_usnic_connectivity_map $TEST_TMP/logs/$MT_NAME.$$.map" \
+    run_mpi 4 "$BIN" -m 65536
+check_asan "asan: connectivity checker, late agent, 4 ranks" $? 4
+rm -f "$TEST_TMP/logs/$MT_NAME.$$.map"-*
 finish
