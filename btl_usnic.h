@@ -206,6 +206,8 @@ typedef struct usnic_module {
     unsigned put_recent_next;
     uint32_t data_idle;       /* consecutive progress calls without data completions */
     uint64_t now_us;          /* usnic_now_us() at the start of the current progress call */
+    uint64_t last_poll_us;    /* when module_progress last ran */
+    uint64_t back_us;         /* when progress resumed after the process was away (0: never) */
     bool in_progress;         /* inside module_progress (now_us is fresh) */
     uint64_t last_sender_key; /* cache of the last sender lookup (key -> endpoint) */
     struct mca_btl_base_endpoint_t *last_sender;

@@ -529,12 +529,23 @@ void usnic_module_teardown(usnic_module_t *module)
 /* ---------------------------------------------------------------------- */
 /* progress */
 
+#define USNIC_AWAY_US 250000u /* a gap between progress calls this long: we were away */
+
 static int module_progress(usnic_module_t *module)
 {
     uint64_t now = usnic_now_us();
     int count;
 
     module->now_us = now;
+    /* Away from MPI for a while (computing, or descheduled): what peers
+     * sent meanwhile, ACKs included, waits unread in our sockets and may
+     * not all be read by this call (an idle data channel is polled every
+     * fourth call).  Our own silence must not count against the peers:
+     * peer_alive() counts their quiet time from now at the earliest. */
+    if (OPAL_UNLIKELY(now - module->last_poll_us > USNIC_AWAY_US) && 0 != module->last_poll_us) {
+        module->back_us = now;
+    }
+    module->last_poll_us = now;
     module->in_progress = true;
     count = module->backend->poll(module, &module->chan[USNIC_CHAN_PRIO]);
     /* Polling a udp-provider channel costs a system call even when nothing

@@ -91,6 +91,11 @@ static bool peer_alive(mca_btl_base_endpoint_t *ep, uint64_t now)
     uint64_t timeout = (uint64_t) p->peer_timeout * 1000000u, last = ep->last_progress_us;
     uint64_t quiet_after = timeout / 4 < 1000000u ? timeout / 4 : 1000000u;
 
+    /* while we were away nobody could be heard: count from our return */
+    if (ep->module->back_us > last) {
+        last = ep->module->back_us;
+    }
+
     if (0 == p->peer_timeout) {
         return true;
     }
