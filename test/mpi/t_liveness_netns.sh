@@ -9,6 +9,8 @@
 #      0 reports h2 unreachable within peer_timeout + 2 s of the cut (plus
 #      3 s for the job's shutdown), naming h2 as mpirun knows it (the
 #      hostfile's address), and the job ends.
+#   3. the same with h2's link set down (ip link set eth0 down in h2): the
+#      message names h2, its interface and address.
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
@@ -77,4 +79,39 @@ grep -Eq "Peer host: *$h2 " "$RUN_LOG" &&
 grep -q 'STALL: send completed' "$RUN_LOG" &&
     fail "liveness netns: cut" "MPI_Send completed although h2 never acknowledged" "$RUN_LOG"
 nsbed_exec 2 nft delete table inet usnic_cut 2>/dev/null
+
+# ---- 3. h2's link set down while its rank is away ----
+# The BTL's report is what this checks.  The job's end is the launcher's:
+# with h2's link down for good, mpirun (ORTE) waits for its daemon on h2
+# (TCP retransmissions, minutes), so the link comes back once the report
+# is out, and the abort then completes.
+EXTRA_MCA="--mca btl_usnic_peer_timeout $timeout_s" nsbed_start_mpi "$hosts1" 2 "$stall" busy 30
+cut_at=""
+reported_at=""
+for ((i = 0; i < 400; i++)); do
+    if [ -z "$cut_at" ] && grep -rqs 'STALL: rank 1 away' "$RUN_LOG.d"; then
+        nsbed_exec 2 ip link set "$NSB_DEV" down
+        cut_at=$SECONDS
+    fi
+    if [ -n "$cut_at" ] && grep -rqs 'lost contact with a peer' "$RUN_LOG.d" "$RUN_LOG"; then
+        reported_at=$SECONDS
+        break
+    fi
+    [ -n "$cut_at" ] && [ $((SECONDS - cut_at)) -gt $((timeout_s + 10)) ] && break
+    kill -0 "$NSB_JOB" 2>/dev/null || break
+    sleep 0.1
+done
+nsbed_exec 2 ip link set "$NSB_DEV" up 2>/dev/null
+nsbed_wait_mpi
+rc=$?
+if [ -z "$cut_at" ]; then
+    fail "liveness netns: link down" "rank 1 never reported going away (rc=$rc)" "$RUN_LOG"
+elif [ -n "$reported_at" ] && [ $((reported_at - cut_at)) -le $((timeout_s + 2)) ] &&
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+    grep -Eq "Peer host: *$h2 \(interface $NSB_DEV, address $(nsbed_addr 2)\)" "$RUN_LOG"; then
+    pass "liveness netns: h2's link down: reported $((reported_at - cut_at))s after (peer_timeout $timeout_s) naming h2, its interface and address; job ended (rc=$rc)"
+else
+    fail "liveness netns: link down" "rc=$rc, cut at ${cut_at}s, reported at ${reported_at:-never}s, or h2 not named" "$RUN_LOG"
+fi
+grep -m2 -E 'Local host:|Peer host:' "$RUN_LOG" | sed 's/^/    /'
 finish
