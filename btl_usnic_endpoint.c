@@ -3,7 +3,6 @@
  * transport operations (the connection timers' deadlines, pings, the resend
  * queue, releasing acknowledged segments), and peer failure.
  */
-#include <ctype.h>
 #include <string.h>
 
 #include "opal/util/show_help.h"
@@ -471,8 +470,7 @@ mca_btl_base_endpoint_t *usnic_endpoint_detoured(usnic_module_t *module, uint64_
 void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why)
 {
     usnic_module_t *module = ep->module;
-    char addr[INET_ADDRSTRLEN], laddr[INET_ADDRSTRLEN], rif[sizeof(ep->remote.ifname) + 1];
-    size_t k;
+    char addr[INET_ADDRSTRLEN], laddr[INET_ADDRSTRLEN], rif[USNIC_IFNAME_BUF];
 
     if (ep->dead) {
         return;
@@ -480,15 +478,11 @@ void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why)
     ep->dead = true;
     inet_ntop(AF_INET, &ep->remote.ipv4, addr, sizeof(addr));
     inet_ntop(AF_INET, &module->if_addr.sin_addr, laddr, sizeof(laddr));
-    for (k = 0; k < sizeof(ep->remote.ifname) && '\0' != ep->remote.ifname[k]; k++) {
-        rif[k] = isprint((unsigned char) ep->remote.ifname[k]) ? ep->remote.ifname[k] : '?';
-    }
-    rif[k] = '\0';
-    opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true, opal_process_info.nodename,
-                   module->ifname, laddr,
-                   (NULL != ep->proc && NULL != ep->proc->proc_hostname) ? ep->proc->proc_hostname
-                                                                         : "unknown",
-                   k ? rif : "unknown", addr, mca_btl_usnic_component.params.peer_timeout, why);
+    opal_show_help(
+        "help-mpi-btl-usnic.txt", "peer unreachable", true, opal_process_info.nodename,
+        module->ifname, laddr,
+        (NULL != ep->proc && NULL != ep->proc->proc_hostname) ? ep->proc->proc_hostname : "unknown",
+        usnic_rec_ifname(&ep->remote, rif), addr, mca_btl_usnic_component.params.peer_timeout, why);
     if (NULL != module->error_cb) {
         module->error_cb(&module->super, MCA_BTL_ERROR_FLAGS_FATAL, ep->proc,
                          (char *) "usnic: peer unreachable");

@@ -3,7 +3,6 @@
  * no-op unless MPI threads are in use) and hands work to the send engine
  * (btl_usnic_send.c).
  */
-#include <ctype.h>
 #include <string.h>
 #include <arpa/inet.h>
 
@@ -43,15 +42,10 @@ static void route_failure(opal_proc_t *proc, const struct usnic_modex_rec *recs,
                                c->modules[m]->ifname, a, (unsigned) c->modules[m]->if_prefixlen);
     }
     for (size_t r = 0; r < nrecs && t < sizeof(theirs); r++) {
-        char a[INET_ADDRSTRLEN], name[sizeof(recs[r].ifname) + 1];
-        size_t k;
-        for (k = 0; k < sizeof(recs[r].ifname) && '\0' != recs[r].ifname[k]; k++) {
-            name[k] = isprint((unsigned char) recs[r].ifname[k]) ? recs[r].ifname[k] : '?';
-        }
-        name[k] = '\0';
+        char a[INET_ADDRSTRLEN], name[USNIC_IFNAME_BUF];
         inet_ntop(AF_INET, &recs[r].ipv4, a, sizeof(a));
         t += (size_t) snprintf(theirs + t, sizeof(theirs) - t, "%s%s %s/%u", r ? ", " : "",
-                               k ? name : "?", a, (unsigned) recs[r].prefixlen);
+                               usnic_rec_ifname(&recs[r], name), a, (unsigned) recs[r].prefixlen);
     }
     opal_show_help("help-mpi-btl-usnic.txt", "unreachable peer", true, opal_process_info.nodename,
                    ours, (NULL != proc->proc_hostname) ? proc->proc_hostname : "unknown", theirs);

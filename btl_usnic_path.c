@@ -132,20 +132,6 @@ void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
     }
 }
 
-/* A printable copy of a name from a peer's record. */
-static void peer_ifname(const mca_btl_base_endpoint_t *ep, char *out, size_t len)
-{
-    size_t i;
-
-    for (i = 0; i + 1 < len && i < sizeof(ep->remote.ifname) && '\0' != ep->remote.ifname[i]; i++) {
-        out[i] = isprint((unsigned char) ep->remote.ifname[i]) ? ep->remote.ifname[i] : '?';
-    }
-    out[i] = '\0';
-    if (0 == i) {
-        snprintf(out, len, "unknown");
-    }
-}
-
 static const char *peer_host(const mca_btl_base_endpoint_t *ep)
 {
     return (NULL != ep->proc && NULL != ep->proc->proc_hostname) ? ep->proc->proc_hostname
@@ -156,7 +142,7 @@ static const char *peer_host(const mca_btl_base_endpoint_t *ep)
 static void path_fail(mca_btl_base_endpoint_t *ep, const char *topic, uint32_t size)
 {
     usnic_module_t *module = ep->module;
-    char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN], rif[sizeof(ep->remote.ifname) + 8];
+    char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN], rif[USNIC_IFNAME_BUF];
     const usnic_params_t *p = &mca_btl_usnic_component.params;
 
     if (ep->dead) {
@@ -165,7 +151,7 @@ static void path_fail(mca_btl_base_endpoint_t *ep, const char *topic, uint32_t s
     ep->dead = true;
     inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
     inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
-    peer_ifname(ep, rif, sizeof(rif));
+    usnic_rec_ifname(&ep->remote, rif);
     if (0 == strcmp(topic, "no path")) {
         opal_show_help("help-mpi-btl-usnic.txt", topic, true, opal_process_info.nodename,
                        module->ifname, lip, peer_host(ep), rif, rip,
@@ -198,12 +184,12 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
 {
     const usnic_params_t *p = &mca_btl_usnic_component.params;
     usnic_module_t *module = ep->module;
-    char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN], rif[sizeof(ep->remote.ifname) + 8];
+    char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN], rif[USNIC_IFNAME_BUF];
 
     ep->path_state = USNIC_PATH_READY;
     inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
     inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
-    peer_ifname(ep, rif, sizeof(rif));
+    usnic_rec_ifname(&ep->remote, rif);
     switch (res->status) {
     case USNIC_CC_OK:
         ep->path_size = res->size;
@@ -345,11 +331,11 @@ void usnic_path_map_write(void)
         OPAL_LIST_FOREACH(item, &module->endpoints, opal_list_item_t)
         {
             mca_btl_base_endpoint_t *ep = (mca_btl_base_endpoint_t *) item;
-            char rip[INET_ADDRSTRLEN], rif[sizeof(ep->remote.ifname) + 8];
+            char rip[INET_ADDRSTRLEN], rif[USNIC_IFNAME_BUF];
             const char *state;
 
             inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
-            peer_ifname(ep, rif, sizeof(rif));
+            usnic_rec_ifname(&ep->remote, rif);
             if (USNIC_PATH_PENDING == ep->path_state) {
                 state = "pending";
             } else if (ep->dead) {

@@ -1,6 +1,7 @@
 /* Modex records and interface pairing (see btl_usnic_proc.h). */
 #include <arpa/inet.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 
 #include <unistd.h>
@@ -51,6 +52,21 @@ void usnic_modex_fill(usnic_module_t *module, struct usnic_modex_rec *rec)
         memcpy(rec->ifname, module->ifname,
                n < sizeof(rec->ifname) - 1 ? n : sizeof(rec->ifname) - 1);
     }
+}
+
+const char *usnic_rec_ifname(const struct usnic_modex_rec *rec, char out[USNIC_IFNAME_BUF])
+{
+    size_t k;
+
+    for (k = 0; k < sizeof(rec->ifname) && k + 1 < USNIC_IFNAME_BUF && '\0' != rec->ifname[k];
+         k++) {
+        out[k] = isprint((unsigned char) rec->ifname[k]) ? rec->ifname[k] : '?';
+    }
+    out[k] = '\0';
+    if (0 == k) {
+        strcpy(out, "unknown");
+    }
+    return out;
 }
 
 int usnic_modex_publish(void)

@@ -49,6 +49,11 @@ _Static_assert(sizeof(struct usnic_modex_rec) == 104, "modex record layout");
  * module). */
 #define USNIC_PAIR_VERBOSE 20
 
+/* The interface name of a peer's record, printable (it came from the
+ * network's side of the job: never trusted), "unknown" if empty; returns out. */
+#define USNIC_IFNAME_BUF 20
+const char *usnic_rec_ifname(const struct usnic_modex_rec *rec, char out[USNIC_IFNAME_BUF]);
+
 /* Publish the records of every module (component init). */
 int usnic_modex_publish(void);
 
