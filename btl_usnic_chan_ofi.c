@@ -842,6 +842,10 @@ static int ofi_discover(const char *prov, const struct usnic_filters *flt, int m
     char **seen = NULL;
     int found = 0;
 
+    if (!usnic_ofi_dl_load()) {
+        USNIC_VERBOSE(10, "provider %s: libfabric not available", prov);
+        return 0;
+    }
     infos = query_provider(prov);
     if (NULL == infos) {
         USNIC_VERBOSE(10, "provider %s: no devices", prov);

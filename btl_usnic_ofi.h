@@ -15,6 +15,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_fi_ext.h"
+#include "btl_usnic_ofi_dl.h" /* last: names the loaded libfabric functions */
 
 struct usnic_filters;
 
