@@ -74,6 +74,9 @@ struct usnic_filters {
 
 /* Shared by the backends' discovery (btl_usnic_component.c). */
 bool usnic_device_usable(const char *dev, uint32_t addr, const struct usnic_filters *flt);
+/* The interface filters alone (alias: a second name the filters may use, or NULL). */
+bool usnic_device_passes_filters(const char *dev, const char *alias, uint32_t addr,
+                                 const struct usnic_filters *flt);
 usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *addr,
                                  const char *prov_name, const usnic_backend_t *backend);
 /* Finish a module the backend opened (free lists, receives, self-test) and

@@ -94,32 +94,49 @@ static int usnic_component_close(void)
 
 /* Is the device with this IPv4 address one we should use (filters, up)?
  * Says why not at verbose level. */
+bool usnic_device_passes_filters(const char *dev, const char *alias, uint32_t addr,
+                                 const struct usnic_filters *flt)
+{
+    char abuf[INET_ADDRSTRLEN] = "?", names[64];
+
+    inet_ntop(AF_INET, &addr, abuf, sizeof(abuf));
+    snprintf(names, sizeof(names), "%s%s%s", NULL != alias ? alias : "", NULL != alias ? ", " : "",
+             abuf);
+    /* a filter may name the device, its alias (a VF's Linux interface) or a network */
+    if (flt->n_include > 0) {
+        if (!usnic_if_filter_match(flt->include, flt->n_include, dev, addr) &&
+            (NULL == alias || !usnic_if_filter_match(flt->include, flt->n_include, alias, addr))) {
+            USNIC_VERBOSE(20, "device %s (%s): skipped, not in btl_usnic_if_include", dev, names);
+            return false;
+        }
+        return true;
+    }
+    if (usnic_if_filter_match(flt->exclude, flt->n_exclude, dev, addr) ||
+        (NULL != alias && usnic_if_filter_match(flt->exclude, flt->n_exclude, alias, addr))) {
+        USNIC_VERBOSE(20, "device %s (%s): skipped, in btl_usnic_if_exclude", dev, names);
+        return false;
+    }
+    if ((ntohl(addr) >> 24) == 127) {
+        USNIC_VERBOSE(20,
+                      "device %s (%s): skipped, loopback is used only when named in "
+                      "btl_usnic_if_include",
+                      dev, names);
+        return false;
+    }
+    return true;
+}
+
 bool usnic_device_usable(const char *dev, uint32_t addr, const struct usnic_filters *flt)
 {
     char abuf[INET_ADDRSTRLEN] = "?";
     bool up = false;
     uint32_t plen, mtu, speed;
 
-    inet_ntop(AF_INET, &addr, abuf, sizeof(abuf));
-    if (flt->n_include > 0) {
-        if (!usnic_if_filter_match(flt->include, flt->n_include, dev, addr)) {
-            USNIC_VERBOSE(20, "device %s (%s): skipped, not in btl_usnic_if_include", dev, abuf);
-            return false;
-        }
-    } else {
-        if (usnic_if_filter_match(flt->exclude, flt->n_exclude, dev, addr)) {
-            USNIC_VERBOSE(20, "device %s (%s): skipped, in btl_usnic_if_exclude", dev, abuf);
-            return false;
-        }
-        if ((ntohl(addr) >> 24) == 127) {
-            USNIC_VERBOSE(20,
-                          "device %s (%s): skipped, loopback is used only when named in "
-                          "btl_usnic_if_include",
-                          dev, abuf);
-            return false;
-        }
+    if (!usnic_device_passes_filters(dev, NULL, addr, flt)) {
+        return false;
     }
     if (0 != usnic_if_facts(dev, addr, &up, &plen, &mtu, &speed) || !up) {
+        inet_ntop(AF_INET, &addr, abuf, sizeof(abuf));
         USNIC_VERBOSE(20, "device %s (%s): skipped, interface is not up", dev, abuf);
         return false;
     }

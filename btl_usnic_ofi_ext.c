@@ -95,33 +95,12 @@ void usnic_ofi_vf_query(const struct fi_info *fi, struct usnic_vf_facts *vf)
 bool usnic_ofi_vf_usable(const char *dev, const struct usnic_vf_facts *vf, uint32_t addr,
                          const struct usnic_filters *flt)
 {
-    char abuf[INET_ADDRSTRLEN] = "?";
-
-    inet_ntop(AF_INET, &addr, abuf, sizeof(abuf));
-    /* a filter may name the usnic device, its Linux interface or a network */
-    if (flt->n_include > 0) {
-        if (!usnic_if_filter_match(flt->include, flt->n_include, dev, addr) &&
-            !usnic_if_filter_match(flt->include, flt->n_include, vf->ifname, addr)) {
-            USNIC_VERBOSE(20, "device %s (%s, %s): skipped, not in btl_usnic_if_include", dev,
-                          vf->ifname, abuf);
-            return false;
-        }
-    } else {
-        if (usnic_if_filter_match(flt->exclude, flt->n_exclude, dev, addr) ||
-            usnic_if_filter_match(flt->exclude, flt->n_exclude, vf->ifname, addr)) {
-            USNIC_VERBOSE(20, "device %s (%s, %s): skipped, in btl_usnic_if_exclude", dev,
-                          vf->ifname, abuf);
-            return false;
-        }
-        if ((ntohl(addr) >> 24) == 127) {
-            USNIC_VERBOSE(20,
-                          "device %s (%s): skipped, loopback is used only when named in "
-                          "btl_usnic_if_include",
-                          dev, abuf);
-            return false;
-        }
+    if (!usnic_device_passes_filters(dev, vf->ifname, addr, flt)) {
+        return false;
     }
     if (!vf->link_up) {
+        char abuf[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &addr, abuf, sizeof(abuf));
         USNIC_VERBOSE(20, "device %s (%s, %s): skipped, link down", dev, vf->ifname, abuf);
         return false;
     }
