@@ -79,6 +79,11 @@ static int post(usnic_module_t *module, const mca_btl_base_endpoint_t *ep, usnic
         return OPAL_ERR_RESOURCE_BUSY;
     }
     ((struct usnic_pkt_hdr *) seg->buf)->lane = (uint8_t) cid;
+    if (OPAL_UNLIKELY(module->link_down)) {
+        ((struct usnic_pkt_hdr *) seg->buf)->flags |= USNIC_PKT_FLAG_LINK_DOWN;
+    } else {
+        ((struct usnic_pkt_hdr *) seg->buf)->flags &= (uint8_t) ~USNIC_PKT_FLAG_LINK_DOWN;
+    }
     if (0 != ep->auth || ep->crc) {
         usnic_pkt_seal(seg->buf, seg->hdr_len, seg->zc_ptr, seg->zc_len, &ep->tx_mac_key, ep->auth,
                        ep->crc);
