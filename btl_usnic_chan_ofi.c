@@ -300,13 +300,15 @@ static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usni
         USNIC_VERBOSE(5, "%s: channel %d setup: %s", module->ifname, id, fi_strerror(-rc));
         return OPAL_ERROR;
     }
-    /* an adapter (usnic) holds only what fits in the receives we posted,
-     * and drops the rest: that is the buffer peers keep half of in flight
-     * (btl_usnic_endpoint.c) */
-    chan->rcvbuf = (int) ((size_t) rx_depth * mtu < INT_MAX ? (size_t) rx_depth * mtu : INT_MAX);
+    chan->rcvbuf = 0;
     chan->sock_fd = -1;
-    if (module->is_udp) {
-        chan->rcvbuf = 0;
+    if (!module->is_udp) {
+        /* an adapter (usnic) holds only what fits in the receives we
+         * posted and drops the rest: that is the buffer peers keep half of
+         * in flight (btl_usnic_endpoint.c) */
+        size_t ring = (size_t) rx_depth * mtu;
+        chan->rcvbuf = (int) (ring < INT_MAX ? ring : INT_MAX);
+    } else {
         int rcv = 0, snd = 0;
         chan->sock_fd = usnic_udp_tune_socket(&chan->addr, p->udp_sockbuf, &rcv, &snd);
         if (chan->sock_fd >= 0) {

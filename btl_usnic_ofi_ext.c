@@ -233,7 +233,6 @@ static void link_event(usnic_module_t *module, bool down)
     }
 }
 
-
 /* The link has been down for btl_usnic_peer_timeout: peers with data
  * outstanding that no other module reaches are unreachable (an error
  * for the job, not a hang). */
