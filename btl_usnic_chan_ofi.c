@@ -24,6 +24,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "opal/util/argv.h"
@@ -301,7 +302,13 @@ static int channel_open(usnic_module_t *module, usnic_channel_t *chan, enum usni
     }
     chan->rcvbuf = 0;
     chan->sock_fd = -1;
-    if (module->is_udp) {
+    if (!module->is_udp) {
+        /* an adapter (usnic) holds only what fits in the receives we
+         * posted and drops the rest: that is the buffer peers keep half of
+         * in flight (btl_usnic_endpoint.c) */
+        size_t ring = (size_t) rx_depth * mtu;
+        chan->rcvbuf = (int) (ring < INT_MAX ? ring : INT_MAX);
+    } else {
         int rcv = 0, snd = 0;
         chan->sock_fd = usnic_udp_tune_socket(&chan->addr, p->udp_sockbuf, &rcv, &snd);
         if (chan->sock_fd >= 0) {

@@ -467,6 +467,27 @@ mca_btl_base_endpoint_t *usnic_endpoint_detoured(usnic_module_t *module, uint64_
     return NULL;
 }
 
+bool usnic_endpoint_detour_exists(const mca_btl_base_endpoint_t *ep)
+{
+    const usnic_component_t *c = &mca_btl_usnic_component;
+
+    for (int i = 0; i < c->num_modules; i++) {
+        usnic_module_t *m = c->modules[i];
+        if (m != ep->module && !m->finalized && !m->link_down &&
+            NULL != usnic_endpoint_sibling(m, ep)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void usnic_endpoint_resend_around(mca_btl_base_endpoint_t *ep)
+{
+    if (!ep->dead && 0 != usnic_rel_tx_inflight(&ep->rel) && usnic_endpoint_detour_exists(ep)) {
+        ep->module->stats.link_resends += usnic_rel_tx_resend_all(&ep->rel);
+    }
+}
+
 void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why)
 {
     usnic_module_t *module = ep->module;

@@ -82,6 +82,13 @@ mca_btl_base_endpoint_t *usnic_endpoint_detoured(usnic_module_t *module, uint64_
 mca_btl_base_endpoint_t *usnic_endpoint_sibling(usnic_module_t *module,
                                                 const mca_btl_base_endpoint_t *ep);
 
+/* Does another module of ours whose link is up reach ep's process? */
+bool usnic_endpoint_detour_exists(const mca_btl_base_endpoint_t *ep);
+/* The path of ep's stream broke (our link or the peer's went down): when a
+ * detour exists, queue everything in flight for resend now, around it
+ * (counted in link_resends). */
+void usnic_endpoint_resend_around(mca_btl_base_endpoint_t *ep);
+
 /* Declare the peer failed: report once, through the PML's error callback. */
 void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why);
 

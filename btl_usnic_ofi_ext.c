@@ -5,6 +5,7 @@
  * processes of this host, and link events on an EQ bound to the domain.
  */
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "opal/util/proc.h"
@@ -182,27 +183,33 @@ static void link_event(usnic_module_t *module, bool down)
             const usnic_module_t *m = mca_btl_usnic_component.modules[i];
             up += (!m->finalized && !m->link_down) ? 1 : 0;
         }
+        /* what left on this link since it went down is lost, and nothing
+         * will acknowledge it here: send it around now (the peer's side
+         * does the same when our first detoured datagram reaches it) */
+        for (opal_list_item_t *item = opal_list_get_first(&module->endpoints);
+             item != opal_list_get_end(&module->endpoints); item = opal_list_get_next(item)) {
+            usnic_endpoint_resend_around((mca_btl_base_endpoint_t *) item);
+        }
+        USNIC_VERBOSE(1, "%s (%s): link down, %d usnic device(s) of this process still up",
+                      module->ifname, abuf, up);
         opal_show_help("help-mpi-btl-usnic.txt", "link down", true, module->ifname,
                        NULL != module->ofi ? module->ofi->vf.ifname : "?", abuf,
                        opal_process_info.nodename, up);
     } else {
-        USNIC_VERBOSE(1, "%s (%s): link up again, traffic resumes", module->ifname, abuf);
-    }
-}
-
-/* Does another module whose link is up reach ep's process? */
-static bool detour_exists(const usnic_module_t *module, const mca_btl_base_endpoint_t *ep)
-{
-    const usnic_component_t *c = &mca_btl_usnic_component;
-
-    for (int i = 0; i < c->num_modules; i++) {
-        usnic_module_t *m = c->modules[i];
-        if (m != module && !m->finalized && !m->link_down &&
-            NULL != usnic_endpoint_sibling(m, ep)) {
-            return true;
+        /* try the direct way at once: a peer whose own link is still down
+         * says so with its next datagram (flagged), and we go around again,
+         * resending what was lost (btl_usnic_recv.c) */
+        for (opal_list_item_t *item = opal_list_get_first(&module->endpoints);
+             item != opal_list_get_end(&module->endpoints); item = opal_list_get_next(item)) {
+            ((mca_btl_base_endpoint_t *) item)->detour_until = 0;
         }
+        /* the counters let a reader (and t_usnic_prov) see what went
+         * direct and what went around after this moment */
+        USNIC_VERBOSE(1,
+                      "%s (%s): link up again, traffic resumes (so far tx_pkts=%" PRIu64
+                      " detours=%" PRIu64 ")",
+                      module->ifname, abuf, module->stats.tx_pkts, module->stats.detours);
     }
-    return false;
 }
 
 /* The link has been down for btl_usnic_peer_timeout: peers with data
@@ -222,7 +229,7 @@ static void give_up(usnic_module_t *module)
         mca_btl_base_endpoint_t *ep = (mca_btl_base_endpoint_t *) item;
         if (!ep->dead &&
             (0 != usnic_rel_tx_inflight(&ep->rel) || !opal_list_is_empty(&ep->sendq)) &&
-            !detour_exists(module, ep)) {
+            !usnic_endpoint_detour_exists(ep)) {
             usnic_endpoint_fail(ep, why);
         }
     }

@@ -97,7 +97,7 @@
 #include "btl_usnic_seq.h"
 
 /* Bump on any change to this file's structs or their meaning. */
-#define USNIC_PROTO_VERSION 3
+#define USNIC_PROTO_VERSION 4
 
 /* Packet types, from one list: name, value, description. */
 #define USNIC_PKT_TYPES(X)                                                                         \
@@ -121,7 +121,12 @@ enum usnic_pkt_type {
 #define USNIC_PKT_FLAG_ACK_REQ 0x02u
 /* ACK packet only: payload is a struct usnic_sack */
 #define USNIC_PKT_FLAG_SACK 0x04u
-#define USNIC_PKT_FLAGS_KNOWN (USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ | USNIC_PKT_FLAG_SACK)
+/* the link of the sending module is down: this datagram of its stream
+ * comes through another of the sender's modules (a detour), and the
+ * receiver should answer the same way (btl_usnic_chan_ofi.c) */
+#define USNIC_PKT_FLAG_LINK_DOWN 0x08u
+#define USNIC_PKT_FLAGS_KNOWN                                                                      \
+    (USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ | USNIC_PKT_FLAG_SACK | USNIC_PKT_FLAG_LINK_DOWN)
 
 struct usnic_pkt_hdr {
     uint8_t version;      /* USNIC_PROTO_VERSION */

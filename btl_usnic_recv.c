@@ -93,11 +93,23 @@ static enum usnic_drop_reason rx_lookup(void *t, const struct usnic_pkt_hdr *hdr
         if (OPAL_UNLIKELY(!source_ok(module, via))) {
             return USNIC_DROP_ADDRESS;
         }
-        ep->detour_until = usnic_now_us() + 1000000; /* answer the same way */
+        if (hdr->flags & USNIC_PKT_FLAG_LINK_DOWN) {
+            /* the sender's link is down: answer the same way.  (A datagram
+             * detoured only because we had been, has no flag: else both
+             * sides would keep each other on the detour for good.) */
+            uint64_t now = usnic_now_us();
+            if (ep->detour_until <= now && !ep->module->link_down) {
+                /* what we sent it directly since its link went down is lost */
+                usnic_endpoint_resend_around(ep);
+            }
+            ep->detour_until = now + 1000000;
+        }
     } else if (OPAL_UNLIKELY(ep->dead)) {
         return USNIC_DROP_SENDER;
     } else if (OPAL_UNLIKELY(!source_ok(module, ep))) {
         return USNIC_DROP_ADDRESS;
+    } else if (OPAL_UNLIKELY(0 != ep->detour_until)) {
+        ep->detour_until = 0; /* its datagrams come directly again: so do ours */
     }
     c->rel = &ep->rel;
     c->reasm = &ep->reasm;

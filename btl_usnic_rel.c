@@ -421,6 +421,20 @@ void usnic_rel_tx_send_failed(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     }
 }
 
+uint32_t usnic_rel_tx_resend_all(struct usnic_rel *rel)
+{
+    uint32_t n = 0;
+
+    for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.next); s++) {
+        struct usnic_rel_seg *seg = *tx_slot(rel, s);
+        if (NULL != seg && 0 != seg->sends && !(seg->state & USNIC_REL_SEG_RESEND)) {
+            queue_resend(rel, seg);
+            n++;
+        }
+    }
+    return n;
+}
+
 /* Newest segment still held, or NULL. */
 static struct usnic_rel_seg *tx_newest(const struct usnic_rel *rel)
 {

@@ -273,6 +273,13 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
 
 /* Handing the segment to the wire failed: queue it for resend (not counted as a retransmit). */
 void usnic_rel_tx_send_failed(struct usnic_rel *rel, struct usnic_rel_seg *seg);
+/* The path under the segments in flight broke (e.g. the link they left on
+ * went down): queue every segment sent and not yet acknowledged for resend
+ * now, instead of waiting for RACK or the timeout to find each lost one
+ * (nothing acknowledges them while the path is gone, so RACK has nothing to
+ * go by).  Copies that did arrive are dropped by the receiver as
+ * duplicates.  Returns how many were queued. */
+uint32_t usnic_rel_tx_resend_all(struct usnic_rel *rel);
 
 /* The connection's timer (ops->timer_set) expired. */
 void usnic_rel_tx_timer(struct usnic_rel *rel, uint64_t now);

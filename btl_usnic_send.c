@@ -79,6 +79,11 @@ static int post(usnic_module_t *module, const mca_btl_base_endpoint_t *ep, usnic
         return OPAL_ERR_RESOURCE_BUSY;
     }
     ((struct usnic_pkt_hdr *) seg->buf)->lane = (uint8_t) cid;
+    if (OPAL_UNLIKELY(module->link_down)) {
+        ((struct usnic_pkt_hdr *) seg->buf)->flags |= USNIC_PKT_FLAG_LINK_DOWN;
+    } else {
+        ((struct usnic_pkt_hdr *) seg->buf)->flags &= (uint8_t) ~USNIC_PKT_FLAG_LINK_DOWN;
+    }
     if (0 != ep->auth || ep->crc) {
         usnic_pkt_seal(seg->buf, seg->hdr_len, seg->zc_ptr, seg->zc_len, &ep->tx_mac_key, ep->auth,
                        ep->crc);
@@ -134,11 +139,23 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
     }
 }
 
+/* The bytes ep may have in flight: while its stream goes around a link that
+ * is down, it shares the other module's receive buffers at the peer with
+ * that module's own stream, so it gets half. */
+static inline uint64_t inflight_limit(const usnic_module_t *module,
+                                      const mca_btl_base_endpoint_t *ep)
+{
+    if (OPAL_UNLIKELY(module->link_down || 0 != ep->detour_until)) {
+        return ep->inflight_limit / 2;
+    }
+    return ep->inflight_limit;
+}
+
 static inline bool can_send(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
                             enum usnic_channel_id cid)
 {
     if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel) ||
-                      ep->inflight_bytes >= ep->inflight_limit)) {
+                      ep->inflight_bytes >= inflight_limit(module, ep))) {
         module->stats.window_full++;
         return false;
     }

@@ -51,7 +51,8 @@
     X(mr_regs, "libfabric memory registrations of segment buffers (FI_MR_LOCAL)")                  \
     X(cq_errors, "libfabric completions that reported an error")                                   \
     X(link_events, "link down/up events of the provider")                                          \
-    X(detours, "datagrams sent through another module while a link was down")
+    X(detours, "datagrams sent through another module while a link was down")                      \
+    X(link_resends, "segments in flight resent at once around a link that went down")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;

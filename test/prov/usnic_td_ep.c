@@ -756,6 +756,17 @@ int td_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **
         free(ep);
         return -FI_ENOMEM;
     }
+    {
+        /* the adapter lands arrivals in posted receives while the process
+         * is away, up to its receive queue's size: give the socket room for
+         * that many datagrams (about 4 KiB each as the kernel counts), so
+         * that datagrams are lost where the adapter loses them, when no
+         * receive is posted (dropped_no_recv), not in a small socket buffer */
+        int want = (int) (rx_size * 4096);
+        if (0 != setsockopt(ep->sock, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof(want))) {
+            (void) setsockopt(ep->sock, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want));
+        }
+    }
     ep->addr.sin_family = AF_INET;
     ep->addr.sin_addr.s_addr = dom->dev->ip_be;
     if (NULL != info->src_addr && info->src_addrlen >= sizeof(struct sockaddr_in)) {

@@ -940,6 +940,36 @@ static void test_rel_send_failed(void)
     usnic_rel_fini(&rel);
 }
 
+/* The path broke under the segments in flight (a link went down): every one
+ * sent and not yet acknowledged is queued once, nothing else. */
+static void test_rel_resend_all(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    struct usnic_rel_seg segs[6] = {{0}};
+    bool ok;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 8, 100, 0, 3);
+    push_sent_at(&rel, segs, 5, 10);                                 /* 100..104 on the wire */
+    usnic_rel_tx_push(&rel, &segs[5]);                               /* 105: not sent yet */
+    ok = usnic_rel_tx_ack(&rel, 101, false, 0, 0, 20) == 2;          /* 100, 101 acked */
+    usnic_rel_tx_send_failed(&rel, &segs[5]);                        /* 105 already queued */
+    ok = ok && 1 == r.resends && 3 == usnic_rel_tx_resend_all(&rel); /* 102..104 */
+    ok = ok && 4 == r.resends && (segs[2].state & USNIC_REL_SEG_RESEND) &&
+         (segs[4].state & USNIC_REL_SEG_RESEND) && !(segs[0].state & USNIC_REL_SEG_RESEND);
+    ok = ok && 0 == usnic_rel_tx_resend_all(&rel) && 4 == r.resends; /* all queued: no more */
+    check(ok, "rel/resend_all_queues_what_is_in_flight_once", "resends=%d", r.resends);
+
+    resend_queued(&rel, segs, 6, 30);
+    ok = segs[2].sends == 2 && segs[5].sends == 1 && !r.state_bad &&
+         usnic_rel_tx_ack(&rel, 105, false, 0, 0, 40) == 4 && 0 == usnic_rel_tx_inflight(&rel) &&
+         0 == usnic_rel_tx_resend_all(&rel);
+    check(ok, "rel/resend_all_then_acked", "sends=%u/%u inflight=%u", segs[2].sends, segs[5].sends,
+          usnic_rel_tx_inflight(&rel));
+    usnic_rel_fini(&rel);
+}
+
 /* Receiver side of selective ACKs: the bitmap of what arrived beyond the gap. */
 static void test_rel_sack_rx(void)
 {
@@ -2179,6 +2209,7 @@ int main(void)
     test_rel_ack_delay();
     test_rel_ack_every();
     test_rel_send_failed();
+    test_rel_resend_all();
     test_rel_sack_rx();
     test_rel_sack_tx();
     test_mix_matrix();
