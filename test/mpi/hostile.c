@@ -141,7 +141,7 @@
 #define HDR_CHUNK 72
 #define HDR_PUT 88
 
-#define VERSION 3
+#define VERSION 4 /* protocol v4: the LINK_DOWN flag (0x08) */
 #define T_ACK 1
 #define T_FRAG 2
 #define T_CHUNK 3
@@ -818,7 +818,7 @@ static void field_variant(int t, int v, uint64_t key, uint32_t hint)
     size_t len;
     enum reason why;
     int type = 1 + (int) below(4);
-    static const uint8_t bad_versions[] = {0, 1, 2, 4, 5, 0x83, 0xff};
+    static const uint8_t bad_versions[] = {0, 1, 2, 3, 5, 0x84, 0xff};
     static const uint8_t bad_types[] = {0, 5, 6, 7, 0x41, 0x81, 0xff};
     size_t hl;
 
@@ -835,7 +835,7 @@ static void field_variant(int t, int v, uint64_t key, uint32_t hint)
         break;
     case 2: /* unknown flag bits */
         len = craft(type, key, hint, room(t, type));
-        put8(pk, O_FLAGS, (uint8_t) (pk[O_FLAGS] | (0x08u << below(5))));
+        put8(pk, O_FLAGS, (uint8_t) (pk[O_FLAGS] | (0x10u << below(4))));
         why = R_TYPE;
         break;
     case 3: /* reserved bytes, or a lane beyond the two channels */
