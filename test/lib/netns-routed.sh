@@ -36,17 +36,7 @@ nsbed_gateway() { echo "$NSB_RNET.$1.1"; }
 
 nsbed_routed_up() {
     local n=$1 h ns
-    NSB_WHY=
-    trap nsbed_down EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
-    if [ "$(id -u)" -ne 0 ]; then
-        NSB_WHY="must run as root to create network namespaces (uid $(id -u))"
-    elif ! command -v ip >/dev/null || ! command -v unshare >/dev/null; then
-        NSB_WHY="needs ip (iproute2) and unshare (util-linux)"
-    elif [ ! -x "$NSB_AGENT" ]; then
-        NSB_WHY="remote-shell agent $NSB_AGENT is missing or not executable"
-    fi
+    _nsbed_preflight
     if [ -z "$NSB_WHY" ]; then
         _nsbed_step "creating namespace $NSB_HEAD" ip netns add "$NSB_HEAD" &&
             NSB_MADE+=("$NSB_HEAD") &&

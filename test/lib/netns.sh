@@ -42,6 +42,7 @@ NSB_BASE=usnic-mh$$
 NSB_HEAD=$NSB_BASE-head
 NSB_HOSTS=0
 NSB_MADE=()
+NSB_REMOVED=() # what the last nsbed_down removed
 NSB_AGENT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/netns-rsh.sh
 
 nsbed_ns() { echo "$NSB_BASE-h$1"; }
@@ -65,8 +66,10 @@ _nsbed_step() {
     fi
 }
 
-nsbed_up() {
-    local n=$1 h ns
+# _nsbed_preflight: the traps that remove the bed, and what building one
+# needs (root, iproute2, unshare, the remote-shell agent): NSB_WHY says
+# what is missing.
+_nsbed_preflight() {
     NSB_WHY=
     trap nsbed_down EXIT
     trap 'exit 130' INT
@@ -78,6 +81,23 @@ nsbed_up() {
     elif [ ! -x "$NSB_AGENT" ]; then
         NSB_WHY="remote-shell agent $NSB_AGENT is missing or not executable"
     fi
+}
+
+# nsbed_removed NAME: after nsbed_down, one PASS/FAIL line: no namespace of
+# this bed is left.
+nsbed_removed() {
+    local left
+    left=$(ip netns list | grep -F -e "$NSB_BASE-" || true)
+    if [ -z "$left" ]; then
+        pass "$1 (${#NSB_REMOVED[@]} namespaces)"
+    else
+        fail "$1" "namespaces left: $left"
+    fi
+}
+
+nsbed_up() {
+    local n=$1 h ns
+    _nsbed_preflight
     if [ -z "$NSB_WHY" ]; then
         _nsbed_step "creating namespace $NSB_HEAD" ip netns add "$NSB_HEAD" &&
             NSB_MADE+=("$NSB_HEAD") &&
@@ -164,6 +184,7 @@ nsbed_down() {
     for ns in "${NSB_MADE[@]}"; do
         ip netns delete "$ns" || echo "netns.sh: could not delete namespace $ns" >&2
     done
+    NSB_REMOVED=("${NSB_MADE[@]}")
     NSB_MADE=()
     NSB_HOSTS=0
 }

@@ -144,12 +144,6 @@ fi
 no_leftovers "multihost collectives"
 
 # ---- the test bed goes away -------------------------------------------------
-made=("${NSB_MADE[@]}")
 nsbed_down
-left=$(ip netns list | grep -F -e "$NSB_BASE-" || true)
-if [ -z "$left" ]; then
-    pass "multihost test bed removed (${#made[@]} namespaces)"
-else
-    fail "multihost test bed removed" "namespaces left: $left"
-fi
+nsbed_removed "multihost test bed removed"
 finish

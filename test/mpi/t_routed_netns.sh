@@ -260,12 +260,6 @@ else
 fi
 
 # ---- the test bed goes away -------------------------------------------------
-made=("${NSB_MADE[@]}")
 nsbed_down
-left=$(ip netns list | grep -F -e "$NSB_BASE-" || true)
-if [ -z "$left" ]; then
-    pass "routed test bed removed (${#made[@]} namespaces)"
-else
-    fail "routed test bed removed" "namespaces left: $left"
-fi
+nsbed_removed "routed test bed removed"
 finish
