@@ -237,13 +237,14 @@ else
         /usnic_1 .*link up again, traffic resumes/ {
             if (match($0, /\[[^]:]*:[0-9]+\]/)) {
                 p = substr($0, RSTART, RLENGTH); sub(/.*:/, "", p); sub(/\]/, "", p)
+                p = p + 0 # opal_output pads pids to 5 digits ("[vm:06025]"), stats do not
                 match($0, /tx_pkts=[0-9]+/); tx0[p] = substr($0, RSTART + 8, RLENGTH - 8)
                 match($0, /detours=[0-9]+/); d0[p] = substr($0, RSTART + 8, RLENGTH - 8)
                 up++
             }
         }
         /\[usnic stats\].* dev=usnic_1 / {
-            match($0, / pid=[0-9]+/); p = substr($0, RSTART + 5, RLENGTH - 5)
+            match($0, / pid=[0-9]+/); p = substr($0, RSTART + 5, RLENGTH - 5) + 0
             match($0, / tx_pkts=[0-9]+/); tx1[p] = substr($0, RSTART + 9, RLENGTH - 9)
             match($0, / detours=[0-9]+/); d1[p] = substr($0, RSTART + 9, RLENGTH - 9)
         }
