@@ -119,13 +119,6 @@ bool usnic_cc_wait(uint32_t handle, struct usnic_cc_result *res, int timeout_ms)
 /* Bumped every time a verdict arrives (cheap to poll from a progress loop). */
 uint32_t usnic_cc_generation(void);
 
-/* Counters: pings sent, pongs received, requests to the agent, verdicts
- * the agent gave, checks this process ran itself. */
-struct usnic_cc_counts {
-    uint64_t pings, pongs, agent_reqs, agent_results, local_checks, agent_clients;
-};
-void usnic_cc_counts(struct usnic_cc_counts *c);
-
 /* Stop: the agent stops listening (its clients carry on by themselves). */
 void usnic_cc_fini(void);
 
@@ -145,9 +138,9 @@ void cc_engine_add(struct cc_engine *e, const struct usnic_cc_req *req, uint64_t
 void cc_engine_forget(struct cc_engine *e, uint32_t tag);
 /* Its sockets to poll: fills fds (at most max), returns how many. */
 int cc_engine_fds(const struct cc_engine *e, int *fds, int max);
-/* Read what arrived on fd, send what is due; returns ms until next due (-1: none). */
+/* Read what arrived on ready_fd (-1: nothing to read), send what is due;
+ * returns ms until the next round is due (-1: none). */
 int cc_engine_run(struct cc_engine *e, int ready_fd, uint64_t now_us);
-void cc_engine_counts(const struct cc_engine *e, uint64_t *pings, uint64_t *pongs);
 
 /* Echo a ping that arrived (liveness responder): true if buf holds a valid
  * ping for key; it is then turned into the pong to send back. */

@@ -72,7 +72,6 @@ static struct {
     struct cc_rec *rec;
     uint32_t nrec, cap;
     uint32_t gen;
-    struct usnic_cc_counts counts;
     /* thread-owned */
     int mode;
     struct cc_engine *eng;
@@ -143,10 +142,7 @@ static void engine_done(void *ctx, uint64_t waiter, const struct usnic_cc_req *r
             m.res.by_agent = 1;
             /* a client too slow to read its answers loses them: its own
              * timeout then has it check by itself */
-            if (send(cc.conns[i].fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) ==
-                (ssize_t) sizeof(m)) {
-                cc.counts.agent_results++;
-            }
+            (void) send(cc.conns[i].fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
             return;
         }
     }
@@ -182,14 +178,10 @@ static void dispatch(void)
                 (ssize_t) sizeof(m)) {
                 break; /* full: again at the next wake-up */
             }
-            cc.counts.agent_reqs++;
             r->state = REC_SENT;
         } else if (ensure_engine()) {
             struct cc_rec copy = *r;
             r->state = REC_SENT;
-            if (MODE_LOCAL == cc.mode) {
-                cc.counts.local_checks++;
-            }
             /* the engine may answer at once (engine_done takes the lock) */
             pthread_mutex_unlock(&cc.lock);
             cc_engine_add(cc.eng, &copy.req, ((uint64_t) CC_LOCAL_TAG << 32) | (i + 1), t);
@@ -358,7 +350,6 @@ static void agent_accept(void)
             cc.conns[i].tag = ++cc.next_tag;
         }
         cc.conns[i].hello = false;
-        cc.counts.agent_clients++;
     }
 }
 
@@ -441,7 +432,7 @@ static void *cc_main(void *arg)
                 pfd[n].fd = fds[i];
                 pfd[n++].events = POLLIN;
             }
-            t1 = cc_engine_run(cc.eng, -2, t); /* -2: no socket ready, timers only */
+            t1 = cc_engine_run(cc.eng, -1, t); /* timers only: poll says what to read */
             timeout = (t1 >= 0 && (timeout < 0 || t1 < timeout)) ? t1 : timeout;
         }
         if (poll(pfd, (nfds_t) n, timeout) < 0 && EINTR != errno) {
@@ -603,16 +594,6 @@ bool usnic_cc_wait(uint32_t handle, struct usnic_cc_result *res, int timeout_ms)
 uint32_t usnic_cc_generation(void)
 {
     return __atomic_load_n(&cc.gen, __ATOMIC_ACQUIRE);
-}
-
-void usnic_cc_counts(struct usnic_cc_counts *c)
-{
-    pthread_mutex_lock(&cc.lock);
-    *c = cc.counts;
-    pthread_mutex_unlock(&cc.lock);
-    if (NULL != cc.eng) {
-        cc_engine_counts(cc.eng, &c->pings, &c->pongs);
-    }
 }
 
 void usnic_cc_fini(void)

@@ -60,7 +60,8 @@ static struct {
     int nw;
     uint64_t interval_us;
     uint64_t rng;
-    uint8_t rxbuf[65536]; /* the thread's: connectivity pings are up to 65507 bytes */
+    /* the thread's: connectivity pings are up to 65507 bytes, read as headers */
+    _Alignas(struct usnic_cc_ping) uint8_t rxbuf[65536];
 } live = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake_fd = -1};
 
 static uint64_t live_mac(const struct usnic_sip_key *key, const struct usnic_live_pkt *pkt)

@@ -102,18 +102,13 @@ void usnic_path_fini(void)
     }
 }
 
-/* The pair's datagram size on the data channel: both sides' records. */
-static uint32_t pair_full(const mca_btl_base_endpoint_t *ep)
-{
-    uint32_t full = ep->module->chan[USNIC_CHAN_DATA].mtu;
-    return ep->remote.mtu[USNIC_CHAN_DATA] < full ? ep->remote.mtu[USNIC_CHAN_DATA] : full;
-}
-
 void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
 {
     struct usnic_cc_req req;
 
-    ep->path_full = pair_full(ep);
+    /* the pair's datagram size, as usnic_endpoint_create cut it from both
+     * sides' records */
+    ep->path_full = ep->frag_max + (uint32_t) USNIC_HDR_LEN_FRAG;
     ep->path_size = 0;
     ep->path_handle = 0;
     ep->path_state = USNIC_PATH_READY;

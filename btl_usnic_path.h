@@ -34,7 +34,7 @@ enum {
 void usnic_path_init(void);
 void usnic_path_fini(void);
 
-/* A new endpoint: ask for its path (sets ep->path_state). */
+/* A new endpoint, its payload limits set: ask for its path (sets ep->path_state). */
 void usnic_path_endpoint(mca_btl_base_endpoint_t *ep);
 
 /* Wait for ep's verdict and apply it (the BTL lock is held on entry and

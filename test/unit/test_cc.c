@@ -56,7 +56,7 @@ static uint64_t now_ms(void)
 
 static void responder(void)
 {
-    static uint8_t buf[65536];
+    static _Alignas(struct usnic_cc_ping) uint8_t buf[65536];
 
     for (;;) {
         struct sockaddr_in from;
