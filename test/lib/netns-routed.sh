@@ -69,11 +69,7 @@ nsbed_routed_up() {
         nsbed_down
         return 1
     fi
-    NETNS_RSH_MAP=
-    for ((h = 1; h <= n; h++)); do
-        NETNS_RSH_MAP+="$(nsbed_addr "$h")=$(nsbed_ns "$h")=$(nsbed_name "$h") "
-    done
-    export NETNS_RSH_MAP
+    _nsbed_rsh_map "$n"
     echo "    routed test bed: head $NSB_HEAD routes between" \
          "$(for ((h = 1; h <= n; h++)); do printf '%s.%d.0/%d ' "$NSB_RNET" "$h" "$NSB_PREFIX"; done)" \
          "(ip_forward=1), hosts: $NETNS_RSH_MAP"

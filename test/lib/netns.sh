@@ -31,6 +31,8 @@
 #                         check where the ranks of the last run ran
 #   nsbed_ifstat HOST COUNTER   a statistics counter of HOST's NSB_DEV
 #   nsbed_leftovers       processes still running in the namespaces
+#   nsbed_no_leftovers NAME   FAIL if processes of the last run stay behind
+#   nsbed_removed NAME    PASS/FAIL: every namespace of the bed is gone
 
 NSB_NET=10.211.0
 NSB_PREFIX=24
@@ -83,6 +85,17 @@ _nsbed_preflight() {
     fi
 }
 
+# _nsbed_rsh_map N: tell netns-rsh.sh which address is which host (its
+# namespace and hostname), for hosts 1..N.
+_nsbed_rsh_map() {
+    local h
+    NETNS_RSH_MAP=
+    for ((h = 1; h <= $1; h++)); do
+        NETNS_RSH_MAP+="$(nsbed_addr "$h")=$(nsbed_ns "$h")=$(nsbed_name "$h") "
+    done
+    export NETNS_RSH_MAP
+}
+
 # nsbed_removed NAME: after nsbed_down, one PASS/FAIL line: no namespace of
 # this bed is left.
 nsbed_removed() {
@@ -132,11 +145,7 @@ nsbed_up() {
         nsbed_down
         return 1
     }
-    NETNS_RSH_MAP=
-    for ((h = 1; h <= n; h++)); do
-        NETNS_RSH_MAP+="$(nsbed_addr "$h")=$(nsbed_ns "$h")=$(nsbed_name "$h") "
-    done
-    export NETNS_RSH_MAP
+    _nsbed_rsh_map "$n"
     echo "    test bed: head $NSB_HEAD (br0 $NSB_HEAD_ADDR/$NSB_PREFIX), hosts:" \
          "$NETNS_RSH_MAP"
 }
@@ -269,6 +278,19 @@ nsbed_leftovers() {
         done
     done
     echo "$out"
+}
+
+# nsbed_no_leftovers NAME: no process of the last run is still in the
+# namespaces (mpirun and the orted daemons must have exited with the job);
+# a FAIL line if some are, after 3 s.
+nsbed_no_leftovers() {
+    local left t
+    for ((t = 0; t < 30; t++)); do
+        left=$(nsbed_leftovers)
+        [ -z "$left" ] && return 0
+        sleep 0.1
+    done
+    fail "$1: runtime shut down" "processes left after mpirun exited: $left"
 }
 
 # nsbed_check_placement NAME NP PER_HOST: the last nsbed_run_mpi ran rank r

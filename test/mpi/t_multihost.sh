@@ -41,17 +41,6 @@ collectives=$BIN
 nsbed_up 2 || finish
 export USNIC_TEST_DEV=$NSB_DEV
 
-# no_leftovers NAME: no process of the last run is still in the namespaces
-# (mpirun and the orted daemons must have exited with the job).
-no_leftovers() {
-    local left t
-    for ((t = 0; t < 30; t++)); do
-        left=$(nsbed_leftovers)
-        [ -z "$left" ] && return 0
-        sleep 0.1
-    done
-    fail "$1: runtime shut down" "processes left after mpirun exited: $left"
-}
 
 # wire_check NAME H1_TX_BEFORE: the ping-pong's bytes crossed the veths:
 # h1's veth sent at least what rank 0 (on h1) reports as usnic tx_bytes.
@@ -79,7 +68,7 @@ rc=$?
 check_run "multihost pingpong h1<->h2" $rc 2 "$floor"
 nsbed_check_placement "multihost pingpong: one rank per host, own address, 1472-byte datagrams" 2 1
 wire_check "multihost pingpong on the wire" "$tx0"
-no_leftovers "multihost pingpong"
+nsbed_no_leftovers "multihost pingpong"
 
 # ---- 2. the same with real packet loss in h2 ---------------------------
 if ! nsbed_exec 2 nft -f - <<NFT
@@ -117,7 +106,7 @@ else
     else
         fail "$name recovery" "nft dropped ${dropped:-?} of ${udp_in:-?} UDP packets, retrans=$retrans, rank 0 retrans=${retrans0:-?}" "$RUN_LOG"
     fi
-    no_leftovers "$name"
+    nsbed_no_leftovers "$name"
     nsbed_exec 2 nft delete table inet usnic_mh
 fi
 
@@ -141,7 +130,7 @@ if usnic_mode; then
             "parked=$parked unparked=$unparked drop_SENDER=$refused" "$RUN_LOG"
     fi
 fi
-no_leftovers "multihost collectives"
+nsbed_no_leftovers "multihost collectives"
 
 # ---- the test bed goes away -------------------------------------------------
 nsbed_down

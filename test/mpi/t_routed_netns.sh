@@ -81,15 +81,6 @@ ip_stat() {
         $1 == "Ip:" { print $col[f] }'
 }
 
-no_leftovers() {
-    local left t
-    for ((t = 0; t < 30; t++)); do
-        left=$(nsbed_leftovers)
-        [ -z "$left" ] && return 0
-        sleep 0.1
-    done
-    fail "$1: runtime shut down" "processes left after mpirun exited: $left"
-}
 
 # ---- 1. a routed pair carries a data-checked ping-pong ----------------------
 name="routed pingpong h1<->h2"
@@ -120,7 +111,7 @@ if [ -n "$tx0" ] && [ -n "$tx1" ] && [ "$tx0" -gt 0 ] && [ "$fwd2" -ge "$tx0" ] 
 else
     fail "$name: through the router" "router to h2 $fwd2 bytes, rank 0 usnic tx_bytes ${tx0:-missing}; to h1 $fwd1, rank 1 ${tx1:-missing}" "$RUN_LOG"
 fi
-no_leftovers "$name"
+nsbed_no_leftovers "$name"
 
 # ---- 1b. liveness across the router ---------------------------------------
 # rank 1 (h2) computes 5 s outside MPI while rank 0's message waits, with
@@ -145,7 +136,7 @@ if [ "$(usnic_backend)" = kernel ]; then
     else
         fail "$name" "rc=$rc live_replies=$replies live_answered=$answered" "$RUN_LOG"
     fi
-    no_leftovers "$name"
+    nsbed_no_leftovers "$name"
 fi
 
 # ---- 2. different MTUs: the pair uses the smaller datagram ------------------
@@ -178,7 +169,7 @@ else
             fi ;;
         *) fail "$name: smaller datagram" "rank 0: '${p0:-none}', rank 1: '${p1:-none}'" "$RUN_LOG" ;;
     esac
-    no_leftovers "$name"
+    nsbed_no_leftovers "$name"
     nsbed_host_mtu 2 "$NSB_MTU"
 fi
 
@@ -199,7 +190,7 @@ expect_unreachable() {
     else
         pass "$name: refused (\"${p0#not paired: }\"), ob1 reported the ranks unreachable, job failed (rc $rc)"
     fi
-    no_leftovers "$name"
+    nsbed_no_leftovers "$name"
 }
 
 # ---- 3. no route from h1 to h2 ------------------------------------------
@@ -256,7 +247,7 @@ else
     else
         pass "$name: h1's eth1 refused h2 (\"${v_eth1#not paired: }\"), h2 refused it (\"${v_h2b#not paired: }\"), eth0 paired, data intact"
     fi
-    no_leftovers "$name"
+    nsbed_no_leftovers "$name"
 fi
 
 # ---- the test bed goes away -------------------------------------------------
