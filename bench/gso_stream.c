@@ -22,6 +22,21 @@
  *   gsocopy   as gso, but every send first copies each segment's 56-byte header
  *             and payload from separate buffers into one contiguous buffer: the
  *             alternative to gsoiov (an extra copy instead of more iovecs)
+ *   gsozc     as gso, with SO_ZEROCOPY on the socket and MSG_ZEROCOPY on every
+ *             send: the kernel pins the pages of the send buffer instead of
+ *             copying them, and says on the socket's error queue when it no
+ *             longer needs them (a range of send numbers, SO_EE_ORIGIN_ZEROCOPY;
+ *             ee_code SO_EE_CODE_ZEROCOPY_COPIED if it copied after all, as it
+ *             must when the data is delivered to a socket of this host).  The
+ *             sender rotates over a ring of -z send buffers and, before it
+ *             reuses one, reaps completions until that buffer's send is done.
+ *             If the kernel refuses SO_ZEROCOPY the mode sends as gso (zc=0).
+ *   gsoiovzc  gsozc with gsoiov's layout (a header iovec and a payload iovec per
+ *             segment, each slot with its own headers).  Every iovec becomes
+ *             at least one page fragment of the GSO packet, and a packet holds
+ *             at most MAX_SKB_FRAGS of them: the kernel refuses larger trains
+ *             with EMSGSIZE, so the mode lowers the segments per send until
+ *             one is accepted (and says so in a comment line)
  *   pp        reference latency: 8-byte ping-pong, sendto()/recvfrom() with
  *             MSG_DONTWAIT busy-polling on both sides (with a sched_yield()
  *             every GS_PP_YIELD empty polls, so that two pollers sharing one
@@ -29,6 +44,14 @@
  * If the kernel refuses UDP_SEGMENT (setsockopt, or EIO on the first send)
  * the measurement falls back to plain sends and says so (gso=0
  * fallback=plain); a refused UDP_GRO is reported as gro=0.
+ *
+ * Receiver busy polling (-P usecs): the receiving socket gets SO_BUSY_POLL =
+ * usecs (and with -Q budget also SO_PREFER_BUSY_POLL = 1 and
+ * SO_BUSY_POLL_BUDGET = budget): a receive call then polls the device queue
+ * (NAPI) that last delivered to the socket for up to usecs before it sleeps.
+ * The kernel can only do that when the packets came through a NAPI instance
+ * with an id; the receiver reports the socket's SO_INCOMING_NAPI_ID at the end
+ * of the stream (rx_napi_id=0: there was none, busy polling could not poll).
  *
  * Both sockets are unconnected (sendto/sendmsg name the peer every time, as a
  * BTL with many peers would); socket buffers are -B bytes, forced as root
@@ -49,18 +72,26 @@
  *     rx_syscalls_per_MiB=... segs_per_send=... dgrams_per_recv=...
  *     tx_MB/s=... tx_cpu_us_per_MiB=... rx_cpu_us_per_MiB=... rx_drops=...
  *     stale=... gro_chunks=... rx=block rx_empty_polls=... gso=1 gro=1
- *     seconds=...
+ *     seconds=... zc=0 zc_sends=... zc_completions=... zc_copied=...
+ *     zc_notifs=... zc_waits=... busy_poll=0 busy_budget=0 busy_set=...
+ *     rx_napi_id=...
  *   gso_stream: mode=pp size=8 rep=1 lat_us=... min_us=... mean_us=...
  *     iters=... lost=...
  * MB/s is the receiver's goodput (1 MB = 1e6 bytes): datagram bytes received
  * after its first receive call, over the time from that call to its last
- * one.  tx_/rx_syscalls_per_MiB are the sender's sends per MiB sent and the
- * receiver's data-returning receive calls per MiB received; syscalls_per_MiB
- * is their sum.  *_cpu_us_per_MiB: the thread's CPU time in its loop (on lo
- * and veth the sender's CPU also covers the receive path up to the socket
- * queue, which runs in the sending syscall).  rx_drops: the receiving
- * socket's drop counter (SO_MEMINFO); gro_chunks: buffers that arrived with a
- * UDP_GRO cmsg.  Lines starting with '#' are comments (socket buffers,
+ * one.  zc=1: the sends carried MSG_ZEROCOPY; zc_sends: such sends the
+ * kernel accepted; zc_completions: those it reported done; zc_copied: those
+ * among them reported with SO_EE_CODE_ZEROCOPY_COPIED; zc_notifs: error
+ * queue messages read (a message covers a range of sends); zc_waits: times
+ * the sender had to wait for a completion before reusing a buffer.
+ * busy_poll / busy_budget: what -P / -Q asked for; busy_set: which of
+ * SO_BUSY_POLL (1), SO_PREFER_BUSY_POLL (2) and SO_BUSY_POLL_BUDGET (4) the
+ * receiver's kernel accepted (-1: one was refused, see the comment line).  tx_/rx_syscalls_per_MiB
+ * are the sender's sends per MiB sent and the receiver's data-returning receive calls per MiB
+ * received; syscalls_per_MiB is their sum.  *_cpu_us_per_MiB: the thread's CPU time in its loop (on
+ * lo and veth the sender's CPU also covers the receive path up to the socket queue, which runs in
+ * the sending syscall).  rx_drops: the receiving socket's drop counter (SO_MEMINFO); gro_chunks:
+ * buffers that arrived with a UDP_GRO cmsg.  Lines starting with '#' are comments (socket buffers,
  * fallbacks).
  */
 #define _GNU_SOURCE
@@ -68,6 +99,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <linux/errqueue.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -92,6 +124,25 @@
 #ifndef UDP_GRO
 #define UDP_GRO 104
 #endif
+/* socket options newer than some C libraries (values of asm-generic/socket.h) */
+#ifndef SO_BUSY_POLL
+#define SO_BUSY_POLL 46
+#endif
+#ifndef SO_INCOMING_NAPI_ID
+#define SO_INCOMING_NAPI_ID 56
+#endif
+#ifndef SO_ZEROCOPY
+#define SO_ZEROCOPY 60
+#endif
+#ifndef SO_PREFER_BUSY_POLL
+#define SO_PREFER_BUSY_POLL 69
+#endif
+#ifndef SO_BUSY_POLL_BUDGET
+#define SO_BUSY_POLL_BUDGET 70
+#endif
+#ifndef MSG_ZEROCOPY
+#define MSG_ZEROCOPY 0x4000000
+#endif
 
 #define GS_PORT_DEFAULT 47473
 #define GS_UDP_MAX 65507 /* 65535 - 20 (IPv4) - 8 (UDP) */
@@ -115,11 +166,18 @@ enum gs_mode {
     GS_GSO,
     GS_GSOIOV,
     GS_GSOCOPY,
+    GS_GSOZC,
+    GS_GSOIOVZC,
     GS_PP,
     GS_NMODES
 };
-static const char *const gs_mode_name[GS_NMODES] = {"plain",  "plaingro", "gso",
-                                                    "gsoiov", "gsocopy",  "pp"};
+static const char *const gs_mode_name[GS_NMODES] = {"plain",   "plaingro", "gso",      "gsoiov",
+                                                    "gsocopy", "gsozc",    "gsoiovzc", "pp"};
+
+/* modes that send with UDP_SEGMENT, with a header iovec, with MSG_ZEROCOPY */
+#define GS_IS_GSO(m) ((m) >= GS_GSO && (m) <= GS_GSOIOVZC)
+#define GS_IS_IOV(m) (GS_GSOIOV == (m) || GS_GSOIOVZC == (m))
+#define GS_IS_ZC(m) (GS_GSOZC == (m) || GS_GSOIOVZC == (m))
 
 /* control messages, client <-> server */
 enum gs_op {
@@ -136,29 +194,33 @@ struct ctl_msg {
     uint32_t mode;  /* enum gs_mode */
     uint32_t size;  /* datagram bytes */
     uint32_t run_id;
-    uint32_t want_gro; /* START: enable UDP_GRO on the receiving socket */
-    uint32_t port;     /* READY: the server's UDP port */
-    uint32_t gro;      /* READY: 1 = UDP_GRO enabled */
-    int32_t err;       /* READY: errno of a refused UDP_GRO */
-    uint32_t batch;    /* START: recvmmsg vector length */
-    uint32_t rx_poll;  /* START: 1 = receiver busy-polls (MSG_DONTWAIT), 0 = blocks */
-    uint32_t pad;
-    uint64_t sockbuf; /* START: requested; READY: effective SO_RCVBUF */
+    uint32_t want_gro;  /* START: enable UDP_GRO on the receiving socket */
+    uint32_t port;      /* READY: the server's UDP port */
+    uint32_t gro;       /* READY: 1 = UDP_GRO enabled */
+    int32_t err;        /* READY: errno of a refused UDP_GRO */
+    uint32_t batch;     /* START: recvmmsg vector length */
+    uint32_t rx_poll;   /* START: 1 = receiver busy-polls (MSG_DONTWAIT), 0 = blocks */
+    uint32_t busy_poll; /* START: SO_BUSY_POLL usecs for the receiver (0: none) */
+    uint64_t sockbuf;   /* START: requested; READY: effective SO_RCVBUF */
     /* RESULT */
-    uint64_t dgrams;     /* datagrams of this run received */
-    uint64_t bytes;      /* their bytes */
-    uint64_t win_dgrams; /* datagrams received after the first receive call */
-    uint64_t win_bytes;  /* their bytes */
-    uint64_t win_ns;     /* first to last data-returning receive call */
-    uint64_t calls;      /* data-returning receive calls */
-    uint64_t chunks;     /* buffers received (a GRO chunk holds several datagrams) */
-    uint64_t gro_chunks; /* buffers that came with a UDP_GRO cmsg */
-    uint64_t stale;      /* datagrams of another run, ignored */
-    uint64_t drops;      /* SO_MEMINFO drops of the receiving socket */
-    uint64_t cpu_ns;     /* receiver thread CPU time in its loop */
-    uint64_t empty;      /* busy-polling receiver: receive calls that found nothing */
+    uint64_t dgrams;      /* datagrams of this run received */
+    uint64_t bytes;       /* their bytes */
+    uint64_t win_dgrams;  /* datagrams received after the first receive call */
+    uint64_t win_bytes;   /* their bytes */
+    uint64_t win_ns;      /* first to last data-returning receive call */
+    uint64_t calls;       /* data-returning receive calls */
+    uint64_t chunks;      /* buffers received (a GRO chunk holds several datagrams) */
+    uint64_t gro_chunks;  /* buffers that came with a UDP_GRO cmsg */
+    uint64_t stale;       /* datagrams of another run, ignored */
+    uint64_t drops;       /* SO_MEMINFO drops of the receiving socket */
+    uint64_t cpu_ns;      /* receiver thread CPU time in its loop */
+    uint64_t empty;       /* busy-polling receiver: receive calls that found nothing */
+    uint32_t busy_budget; /* START: SO_BUSY_POLL_BUDGET (and SO_PREFER_BUSY_POLL), 0: none */
+    int32_t busy_set;     /* READY: busy-poll options accepted (bits 1, 2, 4), -1: refused */
+    int32_t busy_err;     /* READY: errno of a refused busy-poll option */
+    uint32_t napi_id;     /* RESULT: SO_INCOMING_NAPI_ID of the receiving socket */
 };
-_Static_assert(sizeof(struct ctl_msg) == 152, "ctl_msg layout");
+_Static_assert(sizeof(struct ctl_msg) == 168, "ctl_msg layout");
 
 /* every datagram starts with this (gsoiov: the first bytes of its header) */
 struct gs_hdr {
@@ -177,12 +239,15 @@ struct opts {
     int nmodes;
     size_t sizes[GS_MAX_SIZES]; /* -d */
     int nsizes;
-    double seconds; /* -t */
-    int reps;       /* -r */
-    int sockbuf;    /* -B */
-    int batch;      /* -b */
-    int maxsegs;    /* -s */
-    int rx_poll;    /* -p */
+    double seconds;  /* -t */
+    int reps;        /* -r */
+    int sockbuf;     /* -B */
+    int batch;       /* -b */
+    int maxsegs;     /* -s */
+    int rx_poll;     /* -p */
+    int zc_ring;     /* -z: send buffers of the zerocopy modes */
+    int busy_poll;   /* -P: receiver SO_BUSY_POLL usecs */
+    int busy_budget; /* -Q: receiver SO_BUSY_POLL_BUDGET, with SO_PREFER_BUSY_POLL */
 };
 
 static struct opts o;
@@ -612,6 +677,34 @@ static void serve_pingpong(int fd, const struct ctl_msg *start, struct ctl_msg *
     }
 }
 
+/* The busy-poll options of START on the receiving socket fd: a mask of those
+ * the kernel accepted (1 SO_BUSY_POLL, 2 SO_PREFER_BUSY_POLL, 4
+ * SO_BUSY_POLL_BUDGET), or -1 with *err set when one was refused. */
+static int32_t busy_poll_enable(int fd, const struct ctl_msg *m, int32_t *err)
+{
+    int v = (int) m->busy_poll, one = 1, budget = (int) m->busy_budget;
+    int32_t set = 0;
+
+    if (0 != setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &v, sizeof(v))) {
+        *err = errno;
+        return -1;
+    }
+    set |= 1;
+    if (budget > 0) {
+        if (0 != setsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one))) {
+            *err = errno;
+            return -1;
+        }
+        set |= 2;
+        if (0 != setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget))) {
+            *err = errno;
+            return -1;
+        }
+        set |= 4;
+    }
+    return set;
+}
+
 /* serve one client: measurements until GS_BYE */
 static void server_loop(const struct sockaddr_in *local)
 {
@@ -654,12 +747,19 @@ static void server_loop(const struct sockaddr_in *local)
                 res.err = errno;
             }
         }
+        if (m.busy_poll) {
+            res.busy_set = busy_poll_enable(fd, &m, &res.busy_err);
+        }
         ctl_send(&res, GS_READY);
         memset(&res, 0, sizeof(res));
         if (GS_PP == m.mode) {
             serve_pingpong(fd, &m, &res);
         } else {
             serve_stream(fd, &m, &res);
+        }
+        socklen_t nl = sizeof(res.napi_id);
+        if (0 != getsockopt(fd, SOL_SOCKET, SO_INCOMING_NAPI_ID, &res.napi_id, &nl)) {
+            res.napi_id = 0;
         }
         close(fd);
         ctl_send(&res, GS_RESULT);
@@ -674,6 +774,9 @@ struct tx_stats {
     int64_t ns, cpu_ns;
     int segs;     /* datagrams per send */
     int fallback; /* 1: UDP_SEGMENT refused, sent plain */
+    int zc;       /* 1: sends carried MSG_ZEROCOPY */
+    /* zerocopy modes (see the output fields zc_*) */
+    uint64_t zc_sends, zc_completions, zc_copied, zc_notifs, zc_waits;
 };
 
 /* Try UDP_SEGMENT = size on fd; 0 on success, the errno otherwise. */
@@ -692,7 +795,7 @@ static void say_fallback(int mode, size_t size, int err, const char *how)
 static void stream_send(int fd, const struct sockaddr_in *dst, int mode, size_t size,
                         uint32_t run_id, struct tx_stats *st)
 {
-    int gso = GS_GSO == mode || GS_GSOIOV == mode || GS_GSOCOPY == mode;
+    int gso = GS_IS_GSO(mode);
     int copy = GS_GSOCOPY == mode;
     int segs = 1, err;
     struct gs_hdr hdrs[GS_MAX_SEGS];
@@ -812,6 +915,244 @@ restart:
     free(src);
 }
 
+/* gsozc, gsoiovzc: one send buffer of the ring */
+struct zc_slot {
+    char *mem;           /* page-aligned: the headers (gsoiovzc), then the payloads */
+    struct gs_hdr *hdrs; /* gsoiovzc: the slot's headers */
+    char *buf;           /* gsozc: the whole train; gsoiovzc: the payloads */
+    struct iovec *iov;   /* the slot's iovecs */
+    size_t iovlen;
+    int busy; /* its last send is not reported complete yet */
+};
+
+/* the iovecs of every slot for segs datagrams per send */
+static void zc_layout(struct zc_slot *slots, int n, int iovmode, int segs, size_t size)
+{
+    size_t plen = size - GS_HDR;
+
+    for (int i = 0; i < n; i++) {
+        struct zc_slot *z = &slots[i];
+        if (iovmode) {
+            for (int k = 0; k < segs; k++) {
+                z->iov[2 * k].iov_base = &z->hdrs[k];
+                z->iov[2 * k].iov_len = GS_HDR;
+                z->iov[2 * k + 1].iov_base = z->buf + (size_t) k * plen;
+                z->iov[2 * k + 1].iov_len = plen;
+            }
+            z->iovlen = (size_t) (2 * segs);
+        } else {
+            z->iov[0].iov_base = z->buf;
+            z->iov[0].iov_len = (size_t) segs * size;
+            z->iovlen = 1;
+        }
+    }
+}
+
+/* Read every zerocopy notification queued on fd's error queue and free the
+ * slots of the sends it reports: the kernel numbers the MSG_ZEROCOPY sends it
+ * accepts 0, 1, 2, ... (it takes a number back when it refuses a send), and
+ * send number i used slot i % n.  Returns the notifications read. */
+static int zc_reap(int fd, struct zc_slot *slots, int n, struct tx_stats *st)
+{
+    int got = 0;
+
+    for (;;) {
+        char control[CMSG_SPACE(sizeof(struct sock_extended_err) + sizeof(struct sockaddr_in))];
+        struct msghdr mh;
+
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_control = control;
+        mh.msg_controllen = sizeof(control);
+        if (recvmsg(fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+            if (EAGAIN == errno || EWOULDBLOCK == errno) {
+                return got;
+            }
+            if (EINTR == errno) {
+                continue;
+            }
+            die("recvmsg(MSG_ERRQUEUE): %s", strerror(errno));
+        }
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+            struct sock_extended_err ee;
+            uint32_t cnt;
+
+            if (SOL_IP != c->cmsg_level || IP_RECVERR != c->cmsg_type) {
+                continue;
+            }
+            memcpy(&ee, CMSG_DATA(c), sizeof(ee));
+            if (SO_EE_ORIGIN_ZEROCOPY != ee.ee_origin) {
+                continue; /* not ours (an ICMP error would need IP_RECVERR) */
+            }
+            if (0 != ee.ee_errno) {
+                die("zerocopy notification with error %s", strerror((int) ee.ee_errno));
+            }
+            /* sends ee_info .. ee_data, inclusive */
+            cnt = ee.ee_data - ee.ee_info + 1;
+            got++;
+            st->zc_notifs++;
+            st->zc_completions += cnt;
+            if (ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) {
+                st->zc_copied += cnt;
+            }
+            for (uint32_t k = 0; k < cnt && k < (uint32_t) n; k++) {
+                slots[(ee.ee_info + k) % (uint32_t) n].busy = 0;
+            }
+        }
+    }
+}
+
+/* wait until slot z is free: reap, then wait for the error queue (POLLERR) */
+static void zc_wait(int fd, struct zc_slot *slots, int n, struct zc_slot *z, struct tx_stats *st)
+{
+    if (!z->busy) {
+        return;
+    }
+    (void) zc_reap(fd, slots, n, st);
+    if (z->busy) {
+        st->zc_waits++;
+    }
+    while (z->busy) {
+        struct pollfd pfd = {.fd = fd, .events = 0}; /* POLLERR is always reported */
+        int pr = poll(&pfd, 1, 2000);
+        if (pr < 0 && EINTR != errno) {
+            die("poll for zerocopy completions: %s", strerror(errno));
+        }
+        if (0 == pr) {
+            die("no zerocopy completion within 2 s");
+        }
+        (void) zc_reap(fd, slots, n, st);
+    }
+}
+
+/* gsozc / gsoiovzc: stream_send with MSG_ZEROCOPY from a ring of o.zc_ring
+ * send buffers (see the header comment) */
+static void stream_send_zc(int fd, const struct sockaddr_in *dst, int mode, size_t size,
+                           uint32_t run_id, struct tx_stats *st)
+{
+    int iovmode = GS_IS_IOV(mode);
+    int n = o.zc_ring, segs, err, one = 1, zflag = MSG_ZEROCOPY, refused = 0;
+    size_t plen = size - GS_HDR, hdr_bytes, bytes;
+    struct zc_slot *slots = calloc((size_t) n, sizeof(*slots));
+    struct msghdr mh;
+    uint32_t seq = 0;
+    int64_t t0, deadline, cpu0;
+
+    if (!slots) {
+        die("out of memory");
+    }
+    if (0 != (err = gso_enable(fd, (int) size))) {
+        /* the zerocopy comparison is between GSO modes: no plain fallback */
+        die("mode %s: the kernel refused UDP_SEGMENT (%s)", gs_mode_name[mode], strerror(err));
+    }
+    if (0 == setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one))) {
+        st->zc = 1;
+    } else {
+        printf("# gso_stream: mode=%s size=%zu: the kernel refused SO_ZEROCOPY (%s); sending "
+               "without MSG_ZEROCOPY (zc=0)\n",
+               gs_mode_name[mode], size, strerror(errno));
+        zflag = 0;
+    }
+    segs = (int) (GS_UDP_MAX / size);
+    segs = segs > o.maxsegs ? o.maxsegs : segs < 1 ? 1 : segs;
+    hdr_bytes = iovmode ? ((size_t) segs * GS_HDR + 4095) & ~(size_t) 4095 : 0;
+    bytes = hdr_bytes + (((size_t) segs * (iovmode ? plen : size) + 4095) & ~(size_t) 4095);
+    for (int i = 0; i < n; i++) {
+        struct zc_slot *z = &slots[i];
+        z->mem = aligned_alloc(4096, bytes);
+        z->iov = calloc((size_t) (2 * segs), sizeof(*z->iov));
+        if (!z->mem || !z->iov) {
+            die("out of memory");
+        }
+        memset(z->mem, 0xa5, bytes); /* fault the pages in */
+        z->hdrs = (struct gs_hdr *) z->mem;
+        z->buf = z->mem + hdr_bytes;
+        if (iovmode) {
+            memset(z->hdrs, 0, hdr_bytes);
+            for (int k = 0; k < segs; k++) {
+                z->hdrs[k].run_id = run_id;
+            }
+        }
+    }
+    zc_layout(slots, n, iovmode, segs, size);
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_name = (void *) dst;
+    mh.msg_namelen = sizeof(*dst);
+
+    t0 = now_ns(CLOCK_MONOTONIC);
+    cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+    deadline = t0 + (int64_t) (o.seconds * 1e9);
+    for (;;) {
+        /* send number zc_sends goes out of slot zc_sends % n (without
+         * MSG_ZEROCOPY the slots are simply used in turn) */
+        struct zc_slot *z = &slots[(zflag ? st->zc_sends : st->calls) % (uint64_t) n];
+        ssize_t r;
+
+        if (0 == (st->calls & 15) && now_ns(CLOCK_MONOTONIC) >= deadline) {
+            break;
+        }
+        zc_wait(fd, slots, n, z, st);
+        for (int k = 0; k < segs; k++) {
+            if (iovmode) {
+                z->hdrs[k].seq = seq + (uint32_t) k;
+            } else {
+                struct gs_hdr h = {.run_id = run_id, .seq = seq + (uint32_t) k};
+                memcpy(z->buf + (size_t) k * size, &h, 8);
+            }
+        }
+        mh.msg_iov = z->iov;
+        mh.msg_iovlen = z->iovlen;
+        r = sendmsg(fd, &mh, zflag);
+        if (r < 0) {
+            if (EMSGSIZE == errno && iovmode && zflag && 0 == st->calls && segs > 1) {
+                /* more page fragments than a packet holds: one segment less */
+                if (0 == refused) {
+                    refused = segs;
+                }
+                segs--;
+                zc_layout(slots, n, iovmode, segs, size);
+                continue;
+            }
+            if (ENOBUFS == errno && zflag) {
+                /* notifications not read yet hold socket option memory */
+                st->errs++;
+                (void) zc_reap(fd, slots, n, st);
+                continue;
+            }
+            if (EAGAIN == errno || ENOBUFS == errno || EINTR == errno || ECONNREFUSED == errno) {
+                st->errs++;
+                continue;
+            }
+            die("send of %d x %zu bytes: %s", segs, size, strerror(errno));
+        }
+        if (zflag) {
+            z->busy = 1;
+            st->zc_sends++;
+        }
+        if (refused && 0 == st->calls) {
+            printf("# gso_stream: mode=%s size=%zu: the kernel refused MSG_ZEROCOPY sends of %d "
+                   "to %d segments of 2 iovecs (EMSGSIZE: more page fragments than a packet "
+                   "holds); %d segments per send\n",
+                   gs_mode_name[mode], size, refused, segs + 1, segs);
+        }
+        seq += (uint32_t) segs;
+        st->calls++;
+        st->dgrams += (uint64_t) segs;
+        st->bytes += (uint64_t) r;
+    }
+    /* every buffer back before they are freed (and the completions counted) */
+    for (int i = 0; i < n; i++) {
+        zc_wait(fd, slots, n, &slots[i], st);
+    }
+    st->segs = segs;
+    st->cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    st->ns = now_ns(CLOCK_MONOTONIC) - t0;
+    for (int i = 0; i < n; i++) {
+        free(slots[i].mem);
+        free(slots[i].iov);
+    }
+    free(slots);
+}
+
 static double per_mib(double count, double bytes)
 {
     return bytes > 0 ? count / (bytes / 1048576.0) : 0.0;
@@ -839,10 +1180,18 @@ static void measure_stream(const struct sockaddr_in *server, const struct sockad
     m.want_gro = (uint32_t) want_gro;
     m.batch = (uint32_t) o.batch;
     m.rx_poll = (uint32_t) o.rx_poll;
+    m.busy_poll = (uint32_t) o.busy_poll;
+    m.busy_budget = (uint32_t) o.busy_budget;
     m.sockbuf = (uint64_t) o.sockbuf;
     ctl_send(&m, GS_START);
     ctl_expect(&m, GS_READY, 30000);
     dst.sin_port = htons((uint16_t) m.port);
+    if (m.busy_set < 0) {
+        printf("# gso_stream: mode=%s size=%zu: the receiver's kernel refused a busy-poll "
+               "option (%s); busy_set=-1\n",
+               gs_mode_name[mode], size, strerror(m.busy_err));
+    }
+    int busy_set = (int) m.busy_set;
     if (!said_bufs) {
         int snd = 0;
         socklen_t sl = sizeof(snd);
@@ -859,7 +1208,11 @@ static void measure_stream(const struct sockaddr_in *server, const struct sockad
     }
     int gro = (int) m.gro;
 
-    stream_send(fd, &dst, mode, size, run_id, &st);
+    if (GS_IS_ZC(mode)) {
+        stream_send_zc(fd, &dst, mode, size, run_id, &st);
+    } else {
+        stream_send(fd, &dst, mode, size, run_id, &st);
+    }
     close(fd);
     memset(&m, 0, sizeof(m));
     ctl_send(&m, GS_END);
@@ -876,7 +1229,9 @@ static void measure_stream(const struct sockaddr_in *server, const struct sockad
            "loss=%.6f syscalls_per_MiB=%.2f tx_syscalls_per_MiB=%.2f rx_syscalls_per_MiB=%.2f "
            "segs_per_send=%d dgrams_per_recv=%.2f tx_MB/s=%.1f tx_cpu_us_per_MiB=%.1f "
            "rx_cpu_us_per_MiB=%.1f rx_drops=%llu stale=%llu gro_chunks=%llu rx=%s "
-           "rx_empty_polls=%llu gso=%d gro=%d%s seconds=%.3f\n",
+           "rx_empty_polls=%llu gso=%d gro=%d%s seconds=%.3f zc=%d zc_sends=%llu "
+           "zc_completions=%llu zc_copied=%llu zc_notifs=%llu zc_waits=%llu busy_poll=%d "
+           "busy_budget=%d busy_set=%d rx_napi_id=%u\n",
            gs_mode_name[mode], size, rep, mbs, dps, (unsigned long long) m.dgrams,
            (unsigned long long) st.dgrams, loss < 0 ? 0.0 : loss, txs + rxs, txs, rxs, st.segs,
            m.calls ? (double) m.dgrams / (double) m.calls : 0.0,
@@ -885,8 +1240,10 @@ static void measure_stream(const struct sockaddr_in *server, const struct sockad
            per_mib((double) m.cpu_ns * 1e-3, (double) m.bytes), (unsigned long long) m.drops,
            (unsigned long long) m.stale, (unsigned long long) m.gro_chunks,
            o.rx_poll ? "poll" : "block", (unsigned long long) m.empty,
-           (GS_GSO == mode || GS_GSOIOV == mode || GS_GSOCOPY == mode) && !st.fallback, gro,
-           st.fallback ? " fallback=plain" : "", win);
+           GS_IS_GSO(mode) && !st.fallback, gro, st.fallback ? " fallback=plain" : "", win, st.zc,
+           (unsigned long long) st.zc_sends, (unsigned long long) st.zc_completions,
+           (unsigned long long) st.zc_copied, (unsigned long long) st.zc_notifs,
+           (unsigned long long) st.zc_waits, o.busy_poll, o.busy_budget, busy_set, m.napi_id);
     fflush(stdout);
 }
 
@@ -1015,10 +1372,11 @@ static void usage(int code)
             "                  (neither -L nor -C: fork a server on -a, be its client)\n"
             "  -a addr         local address to bind (default 127.0.0.1 without -C; with -C:\n"
             "                  any)\n"
-            "  -m list         modes: plain,plaingro,gso,gsoiov,gsocopy,pp (default\n"
-            "                  plain,gso,gsoiov,pp)\n"
+            "  -m list         modes: plain,plaingro,gso,gsoiov,gsocopy,gsozc,gsoiovzc,pp\n"
+            "                  (default plain,gso,gsoiov,pp)\n"
             "  -d list         datagram sizes, comma separated (default 1472; gsoiov needs\n"
-            "                  more than %d; so does gsocopy); pp always uses %d bytes\n"
+            "                  more than %d; so do gsocopy and gsoiovzc); pp always uses\n"
+            "                  %d bytes\n"
             "  -t seconds      per measurement (default 2)\n"
             "  -r reps         repetitions of every mode and size (default 3)\n"
             "  -B bytes        socket buffers to request (default 8388608; forced as root)\n"
@@ -1027,6 +1385,11 @@ static void usage(int code)
             "                  65507 bytes per send)\n"
             "  -p              the receiver busy-polls (recvmmsg with MSG_DONTWAIT, as an MPI\n"
             "                  progress loop does) instead of blocking (MSG_WAITFORONE)\n"
+            "  -z n            gsozc, gsoiovzc: send buffers in the ring, each one train\n"
+            "                  (default 8)\n"
+            "  -P usecs        receiver: SO_BUSY_POLL usecs (default 0: not set)\n"
+            "  -Q budget       with -P: also SO_PREFER_BUSY_POLL 1 and SO_BUSY_POLL_BUDGET\n"
+            "                  budget\n"
             "Output: one 'gso_stream: mode=M size=S rep=R key=value...' line per measurement;\n"
             "comments start with '#'.\n",
             GS_PORT_DEFAULT, GS_HDR, GS_PP_SIZE);
@@ -1089,9 +1452,10 @@ int main(int argc, char **argv)
     o.sockbuf = 8 * 1024 * 1024;
     o.batch = 32;
     o.maxsegs = 64;
+    o.zc_ring = 8;
     parse_modes("plain,gso,gsoiov,pp");
     parse_sizes("1472");
-    while ((ch = getopt(argc, argv, "L:C:a:m:d:t:r:B:b:s:ph")) != -1) {
+    while ((ch = getopt(argc, argv, "L:C:a:m:d:t:r:B:b:s:pz:P:Q:h")) != -1) {
         switch (ch) {
         case 'L':
         case 'C':
@@ -1128,6 +1492,15 @@ int main(int argc, char **argv)
         case 'p':
             o.rx_poll = 1;
             break;
+        case 'z':
+            o.zc_ring = (int) parse_num(optarg, "-z", 1, 1024);
+            break;
+        case 'P':
+            o.busy_poll = (int) parse_num(optarg, "-P", 0, 1000000);
+            break;
+        case 'Q':
+            o.busy_budget = (int) parse_num(optarg, "-Q", 1, 65535);
+            break;
         case 'h':
             usage(0);
             break;
@@ -1138,11 +1511,15 @@ int main(int argc, char **argv)
     if (optind < argc) {
         usage(2);
     }
+    if (o.busy_budget && !o.busy_poll) {
+        die("-Q needs -P (a busy-poll time)");
+    }
     for (int i = 0; i < o.nmodes; i++) {
-        for (int s = 0; s < o.nsizes && (GS_GSOIOV == o.modes[i] || GS_GSOCOPY == o.modes[i]);
-             s++) {
+        int hdr = GS_IS_IOV(o.modes[i]) || GS_GSOCOPY == o.modes[i] || GS_IS_ZC(o.modes[i]);
+        for (int s = 0; s < o.nsizes && hdr; s++) {
             if (o.sizes[s] <= GS_HDR) {
-                die("modes gsoiov and gsocopy need datagrams larger than their %d-byte header",
+                die("modes gsoiov, gsocopy, gsozc and gsoiovzc need datagrams larger than their "
+                    "%d-byte header",
                     GS_HDR);
             }
         }
