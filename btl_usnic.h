@@ -121,9 +121,10 @@ typedef struct usnic_fault {
     double drop_rate;
     double dup_rate;
     double reorder_rate;
-    uint64_t rng;      /* xorshift state, from btl_usnic_debug_seed */
-    uint8_t *held_buf; /* a packet held back to be processed late (copy) */
-    uint32_t held_len; /* 0 = nothing held */
+    uint64_t rng;       /* xorshift state, from btl_usnic_debug_seed */
+    uint8_t *held_buf;  /* a packet held back to be processed late (copy) */
+    uint8_t *whole_buf; /* a direct receive's datagram put together for injection */
+    uint32_t held_len;  /* 0 = nothing held */
     usnic_rx_source_t held_from;
     double corrupt_rate; /* fraction of sent datagrams with one byte flipped after sealing */
 } usnic_fault_t;
@@ -204,11 +205,22 @@ typedef struct usnic_module {
         bool reused;         /* it had been a target before: copy through the cache */
     } put_recent[USNIC_PUT_RECENT];
     unsigned put_recent_next;
-    uint32_t data_idle;       /* consecutive progress calls without data completions */
-    uint64_t now_us;          /* usnic_now_us() at the start of the current progress call */
-    uint64_t last_poll_us;    /* when module_progress last ran */
-    uint64_t back_us;         /* when progress resumed after the process was away (0: never) */
-    bool in_progress;         /* inside module_progress (now_us is fresh) */
+    uint32_t data_idle;    /* consecutive progress calls without data completions */
+    uint64_t now_us;       /* usnic_now_us() at the start of the current progress call */
+    uint64_t last_poll_us; /* when module_progress last ran */
+    uint64_t back_us;      /* when progress resumed after the process was away (0: never) */
+    bool in_progress;      /* inside module_progress (now_us is fresh) */
+    /* A PUT arriving in order, whose next chunks the kernel backend may
+     * receive straight into the target (btl_usnic_recv.c keeps it,
+     * btl_usnic_chan_kern.c uses it): every chunk before offset `next`
+     * has arrived, none after it. */
+    struct usnic_direct {
+        struct mca_btl_base_endpoint_t *ep; /* the sender; NULL: no such PUT */
+        uint32_t msg_id;                    /* the PUT's number */
+        uint32_t plen;                      /* payload bytes of each chunk but the last */
+        uint64_t reg_key, reg_offset, msg_len;
+        uint64_t next;
+    } direct;
     uint64_t last_sender_key; /* cache of the last sender lookup (key -> endpoint) */
     struct mca_btl_base_endpoint_t *last_sender;
     enum usnic_src_check src_check; /* how arriving datagrams' sources are checked */
@@ -250,6 +262,7 @@ typedef struct usnic_params {
     int retrans_timeout_max;      /* usec: ceiling, backoff included */
     int tlp;                      /* tail-loss probes on/off */
     int gso;                      /* kernel backend: UDP_SEGMENT trains, UDP_GRO */
+    int direct_recv;              /* kernel backend: PUT chunks received into their target */
     int max_resends_per_iteration;
     int ack_delay;                      /* usec */
     int fast_retrans_dups;              /* duplicate ACKs that trigger a fast retransmit */

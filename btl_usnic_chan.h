@@ -92,6 +92,11 @@ int usnic_module_rd_num(const usnic_module_t *module, bool few);
 /* Every arriving datagram (recv.c); buf stays valid until it returns. */
 void usnic_rx_datagram(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *buf,
                        size_t len);
+/* The same for a PUT chunk whose header is at hdr and whose payload the
+ * kernel backend received elsewhere, into the PUT's target (direct
+ * receive: btl_usnic_chan_kern.c). */
+void usnic_rx_datagram_split(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *hdr,
+                             size_t hdr_len, const uint8_t *payload, size_t payload_len);
 /* A datagram queued in a train that the kernel refused (send.c). */
 void usnic_train_failed(usnic_module_t *module, struct usnic_seg *seg);
 

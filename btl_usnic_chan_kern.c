@@ -13,6 +13,15 @@
  *    its own usnic header.  Where the kernel refuses UDP_SEGMENT the train
  *    goes out datagram by datagram from then on (verbose note, once).
  *
+ *  - receive the chunks of a PUT that arrives in order straight into its
+ *    target ("direct receive"): the iovec of the next receive puts each
+ *    expected chunk's header in a buffer of ours and its payload where it
+ *    belongs, so the payload is copied once, by the kernel, as on the send
+ *    side.  Whatever arrives instead lands in a part of the target that no
+ *    valid chunk has filled yet (btl_usnic_recv.c: direct_track), is
+ *    copied back out and processed as usual, and the chunks that belong
+ *    there overwrite it before the PUT can complete.
+ *
  * Sends are complete when sendmsg returns (the kernel copied the data), so
  * there are no send completions; EAGAIN (socket buffer full) means try
  * later.  The source address of every arrival comes with it, for the
@@ -35,6 +44,7 @@
 #include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
+#include "btl_usnic_reg.h"
 #include "btl_usnic_util.h"
 
 #ifndef SOL_UDP
@@ -55,11 +65,29 @@
 /* Arrivals read per recvmmsg call, at most. */
 #define KERN_RX_BATCH 64
 
+/* Direct receive: expected chunks per receive (at most what UDP_GRO can
+ * coalesce into one 64 KiB receive), and receives per poll. */
+#define KERN_DIRECT_SEGS 64
+#define KERN_DIRECT_ROUNDS 32
+#define KERN_GRO_BYTES 65536
+
+/* Direct receive state of the data channel. */
+struct kern_direct {
+    union {
+        uint8_t b[USNIC_HDR_LEN_PUT];
+        uint64_t align;
+    } hdr[KERN_DIRECT_SEGS];                    /* the expected chunks' headers land here */
+    struct iovec iov[2 * KERN_DIRECT_SEGS + 1]; /* header, payload, ..., then tail */
+    uint8_t *tail;   /* KERN_GRO_BYTES: what follows the expected chunks */
+    uint8_t *gather; /* KERN_GRO_BYTES: a receive put back together */
+};
+
 /* Receive state of a channel: every buffer is "posted" (handed to
  * recvmmsg) at every poll, in a fixed ring. */
 struct kern_rx {
     int n;
-    bool busy; /* its buffers are being processed: no recursive poll */
+    bool busy;                  /* its buffers are being processed: no recursive poll */
+    struct kern_direct *direct; /* data channel with UDP_GRO only */
     usnic_seg_t **segs;
     struct mmsghdr *msgs;
     struct iovec *iov;
@@ -130,6 +158,11 @@ static void channel_close(usnic_channel_t *chan)
         free(rx->iov);
         free(rx->from);
         free(rx->ctrl);
+        if (NULL != rx->direct) {
+            free(rx->direct->tail);
+            free(rx->direct->gather);
+            free(rx->direct);
+        }
         free(rx);
         chan->backend_priv = NULL;
     }
@@ -202,6 +235,18 @@ static int kern_post_recvs(usnic_module_t *module, usnic_channel_t *chan)
         rx->iov[i].iov_len = chan->rx_buf;
         reset_msg(chan, rx, i);
     }
+    if (USNIC_CHAN_DATA == chan->id && chan->gro && chan->rx_buf >= KERN_GRO_BYTES &&
+        0 != mca_btl_usnic_component.params.direct_recv) {
+        rx->direct = calloc(1, sizeof(*rx->direct));
+        if (NULL == rx->direct) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        rx->direct->tail = malloc(KERN_GRO_BYTES);
+        rx->direct->gather = malloc(KERN_GRO_BYTES);
+        if (NULL == rx->direct->tail || NULL == rx->direct->gather) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+    }
     return OPAL_SUCCESS;
 }
 
@@ -219,6 +264,166 @@ static uint32_t gro_size(struct msghdr *mh)
     return 0;
 }
 
+/* Where the datagram being processed came from (module->rx_from). */
+static void set_source(usnic_module_t *module, const struct sockaddr_in *from, socklen_t namelen)
+{
+    module->rx_from.ip = from->sin_addr.s_addr;
+    module->rx_from.port = from->sin_port;
+    if (OPAL_UNLIKELY(namelen != sizeof(*from))) {
+        module->rx_from.ip = 0; /* not from IPv4: no peer has this source */
+        module->rx_from.port = 0;
+    }
+}
+
+/* One receive of len bytes at buf: a datagram, or (UDP_GRO segment size
+ * step < len) several of one sender, each step bytes but the last.  A
+ * datagram longer than the buffer (MSG_TRUNC) is handed over as what
+ * arrived, its first bytes, as the libfabric providers do: its header's
+ * length no longer matches (drop_LENGTH). */
+static int rx_batch(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *buf, size_t len,
+                    size_t step)
+{
+    int count = 0;
+
+    if (0 == step || step >= len) {
+        usnic_rx_datagram(module, chan, buf, len);
+        return 1;
+    }
+    for (size_t off = 0; off < len; off += step) {
+        usnic_rx_datagram(module, chan, buf + off, (len - off < step) ? len - off : step);
+        count++;
+    }
+    return count;
+}
+
+/* Bytes [from, to) of what a receive wrote across iov, copied to dst. */
+static void iov_gather(const struct iovec *iov, size_t niov, size_t from, size_t to, uint8_t *dst)
+{
+    size_t pos = 0;
+
+    for (size_t i = 0; i < niov && pos < to; pos += iov[i].iov_len, i++) {
+        size_t a = (from > pos) ? from - pos : 0;
+        size_t b = (to - pos < iov[i].iov_len) ? to - pos : iov[i].iov_len;
+        if (a < b) {
+            memcpy(dst, (const uint8_t *) iov[i].iov_base + a, b - a);
+            dst += b - a;
+        }
+    }
+}
+
+/* Does the header in a direct receive's slot name the chunk expected
+ * there (the PUT of want, at offset off, payload_len bytes)?  This only
+ * says where its payload is; the receive path validates it as any other. */
+static bool direct_expected(const uint8_t *h, const struct usnic_direct *want, uint64_t sender_key,
+                            uint64_t off, size_t payload_len)
+{
+    const struct usnic_pkt_hdr *hdr = (const struct usnic_pkt_hdr *) h;
+    const struct usnic_chunk_hdr *ch = (const struct usnic_chunk_hdr *) (h + sizeof(*hdr));
+    const struct usnic_put_hdr *put =
+        (const struct usnic_put_hdr *) (h + sizeof(*hdr) + sizeof(*ch));
+
+    return USNIC_PKT_PUT == hdr->type && hdr->msg_id == want->msg_id &&
+           hdr->sender_key == sender_key && hdr->payload_len == payload_len && ch->offset == off &&
+           ch->msg_len == want->msg_len && put->reg_key == want->reg_key &&
+           put->reg_offset == want->reg_offset;
+}
+
+/*
+ * Direct receive (see the top of this file): while module->direct names a
+ * PUT arriving in order, receive one GRO batch at a time with the next
+ * chunks' payloads placed in the target.  Returns the datagrams processed;
+ * *drained: the socket had nothing more.  Stops at the first receive that
+ * held anything else (another sender's datagrams, a loss or a copy in the
+ * stream): that one goes the usual way, and so do the next polls' until a
+ * PUT arrives in order again.
+ */
+static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struct kern_rx *rx,
+                            bool *drained)
+{
+    struct kern_direct *kd = rx->direct;
+    const size_t hlen = USNIC_HDR_LEN_PUT;
+    int count = 0;
+
+    *drained = false;
+    for (int round = 0; round < KERN_DIRECT_ROUNDS && NULL != module->direct.ep; round++) {
+        const struct usnic_direct want = module->direct; /* receiving changes it */
+        mca_btl_base_endpoint_t *ep = want.ep;
+        const size_t step = hlen + want.plen;
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } ctrl;
+        struct sockaddr_in from;
+        struct msghdr mh;
+        uint8_t *base;
+        size_t niov = 0, k = 0, r, seg_step, j = 0;
+        ssize_t got;
+
+        if (ep->dead || ep->crc || 2 == ep->auth || step > KERN_GRO_BYTES ||
+            USNIC_PKT_OK != usnic_reg_resolve(&mca_btl_usnic_component.regs, want.reg_key,
+                                              want.reg_offset, want.msg_len, &base)) {
+            module->direct.ep = NULL;
+            break;
+        }
+        for (uint64_t off = want.next;
+             off < want.msg_len && k < KERN_DIRECT_SEGS && (k + 1) * step <= KERN_GRO_BYTES;
+             off += want.plen, k++) {
+            uint64_t left = want.msg_len - off;
+            kd->iov[niov].iov_base = kd->hdr[k].b;
+            kd->iov[niov++].iov_len = hlen;
+            kd->iov[niov].iov_base = base + off;
+            kd->iov[niov++].iov_len = (left < want.plen) ? (size_t) left : want.plen;
+        }
+        kd->iov[niov].iov_base = kd->tail;
+        kd->iov[niov++].iov_len = KERN_GRO_BYTES;
+
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_name = &from;
+        mh.msg_namelen = sizeof(from);
+        mh.msg_iov = kd->iov;
+        mh.msg_iovlen = niov;
+        mh.msg_control = ctrl.buf;
+        mh.msg_controllen = sizeof(ctrl.buf);
+        got = recvmsg(chan->sock_fd, &mh, MSG_DONTWAIT);
+        if (got < 0) {
+            *drained = true; /* nothing (or an error, which the usual receive sees too) */
+            break;
+        }
+        r = (size_t) got;
+        set_source(module, &from, mh.msg_namelen);
+        if (0 == r) {
+            usnic_rx_datagram(module, chan, kd->tail, 0); /* an empty datagram: dropped, counted */
+            count++;
+            continue;
+        }
+        seg_step = gro_size(&mh);
+        if (0 == seg_step || seg_step >= r) {
+            seg_step = r; /* one datagram */
+        } else {
+            module->stats.gro_batches++;
+        }
+        for (size_t pos = 0; pos < r; pos += seg_step, j++) {
+            size_t len = (r - pos < seg_step) ? r - pos : seg_step;
+            if (j < k && (seg_step == step || len == r) && len >= hlen &&
+                len - hlen == kd->iov[2 * j + 1].iov_len &&
+                direct_expected(kd->hdr[j].b, &want, ep->remote.key, want.next + j * want.plen,
+                                len - hlen)) {
+                usnic_rx_datagram_split(module, chan, kd->hdr[j].b, hlen,
+                                        kd->iov[2 * j + 1].iov_base, len - hlen);
+                count++;
+                continue;
+            }
+            /* not the chunk expected there: the rest of this receive, put
+             * back together before anything is written, goes the usual way */
+            module->stats.rx_direct_miss++;
+            iov_gather(kd->iov, niov, pos, r, kd->gather);
+            count += rx_batch(module, chan, kd->gather, r - pos, seg_step);
+            return count;
+        }
+    }
+    return count;
+}
+
 static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
 {
     struct kern_rx *rx = rx_of(chan);
@@ -228,37 +433,30 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
     if (OPAL_UNLIKELY(rx->busy)) {
         return 0; /* a callback of an arrival polled again: its buffers are in use */
     }
+    if (NULL != rx->direct && NULL != module->direct.ep) {
+        bool drained;
+        rx->busy = true;
+        count = kern_direct_poll(module, chan, rx, &drained);
+        rx->busy = false;
+        if (drained) {
+            return count;
+        }
+    }
     n = recvmmsg(chan->sock_fd, rx->msgs, (unsigned) batch, MSG_DONTWAIT, NULL);
     if (n <= 0) {
-        return 0;
+        return count;
     }
     rx->busy = true;
     for (int i = 0; i < n; i++) {
         struct msghdr *mh = &rx->msgs[i].msg_hdr;
-        const uint8_t *buf = rx->segs[i]->buf;
-        uint32_t len = rx->msgs[i].msg_len, step;
+        uint32_t len = rx->msgs[i].msg_len;
+        uint32_t step = chan->gro ? gro_size(mh) : 0;
 
-        module->rx_from.ip = rx->from[i].sin_addr.s_addr;
-        module->rx_from.port = rx->from[i].sin_port;
-        if (OPAL_UNLIKELY(mh->msg_namelen != sizeof(rx->from[i]))) {
-            module->rx_from.ip = 0; /* not from IPv4: no peer has this source */
-            module->rx_from.port = 0;
+        set_source(module, &rx->from[i], mh->msg_namelen);
+        if (0 != step && step < len) {
+            module->stats.gro_batches++;
         }
-        /* A datagram longer than the buffer (MSG_TRUNC) is handed over as
-         * what arrived, its first rx_buf bytes, as the libfabric providers
-         * do: its header's length no longer matches (drop_LENGTH). */
-        step = chan->gro ? gro_size(mh) : 0;
-        if (0 == step || step >= len) {
-            usnic_rx_datagram(module, chan, buf, len);
-            count++;
-            continue;
-        }
-        /* several datagrams of one sender, each step bytes but the last */
-        module->stats.gro_batches++;
-        for (uint32_t off = 0; off < len; off += step) {
-            usnic_rx_datagram(module, chan, buf + off, (len - off < step) ? len - off : step);
-            count++;
-        }
+        count += rx_batch(module, chan, rx->segs[i]->buf, len, step);
     }
     for (int i = 0; i < n; i++) {
         reset_msg(chan, rx, i); /* the kernel wrote these */

@@ -329,6 +329,13 @@ static int module_init_state(usnic_module_t *module)
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
     }
+    if (module->fault.drop_rate > 0.0 || module->fault.dup_rate > 0.0 ||
+        module->fault.reorder_rate > 0.0) {
+        module->fault.whole_buf = malloc(module->chan[USNIC_CHAN_DATA].mtu);
+        if (NULL == module->fault.whole_buf) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+    }
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         rc = module->backend->post_recvs(module, &module->chan[c]);
         if (OPAL_SUCCESS != rc) {
@@ -533,6 +540,7 @@ void usnic_module_teardown(usnic_module_t *module)
     module->backend->release(module);
     usnic_frag_lists_fini(module);
     free(module->fault.held_buf);
+    free(module->fault.whole_buf);
     usnic_parked_fini(module);
     OBJ_DESTRUCT(&module->done_frags);
     OBJ_DESTRUCT(&module->timer_eps);

@@ -404,6 +404,9 @@ void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep)
     if (module->last_sender == ep) {
         module->last_sender = NULL;
     }
+    if (module->direct.ep == ep) {
+        module->direct.ep = NULL;
+    }
     opal_list_remove_item(&module->endpoints, &ep->super);
     if (ep->on_sendq_list) {
         opal_list_remove_item(&module->sendq_eps, &ep->sendq_item);

@@ -443,6 +443,12 @@ static const usnic_tunable_t usnic_tunables[] = {
                "call for up to 64 datagrams) and receive with UDP_GRO (1 = on, 0 = one system "
                "call per datagram); where the kernel refuses UDP_SEGMENT the trains are sent "
                "datagram by datagram"),
+    TUNE_ONOFF("direct_recv", direct_recv, OPAL_INFO_LVL_5, 1,
+               "kernel backend: while a PUT (a large message's data) arrives in order, receive "
+               "its next datagrams' payloads straight into the target buffer, so the data is "
+               "copied once on the receiving host instead of twice (1 = on, 0 = every datagram "
+               "into a receive buffer first); needs btl_usnic_gso, and is not used where "
+               "btl_usnic_checksum or btl_usnic_auth full covers the payload"),
     TUNE_ONOFF("tlp", tlp, OPAL_INFO_LVL_5, 1,
                "Tail-loss probes (1 = on, 0 = off): when no ACK came two round trips after the "
                "last segment sent to a peer, resend that segment and ask for an immediate ACK, "

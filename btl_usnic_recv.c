@@ -176,11 +176,54 @@ static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool 
     return false;
 }
 
+/*
+ * Keep module->direct, the PUT whose chunks have all arrived in order up to
+ * direct.next and none after it: the kernel backend receives its next
+ * chunks straight into the target, where whatever lands that turns out not
+ * to be those chunks is overwritten by them before the PUT can complete.
+ * So it starts only with a PUT's first chunk arriving as the next packet of
+ * its connection with nothing after it received (every later chunk has a
+ * later sequence number), and any chunk of it arriving elsewhere than at
+ * direct.next ends it.  Called for new, validated chunks only.
+ */
+static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
+                         const struct usnic_pkt_view *v)
+{
+    struct usnic_direct *d = &module->direct;
+    const struct usnic_pkt_hdr *h = v->hdr;
+    uint64_t off = v->chunk->offset, end = off + v->payload_len;
+
+    if (d->ep == ep && d->msg_id == h->msg_id) {
+        if (off == d->next && (v->payload_len == d->plen || end == d->msg_len) &&
+            end < d->msg_len) {
+            d->next = end;
+        } else {
+            d->ep = NULL; /* out of order (a hole may follow), or its last chunk */
+        }
+        return;
+    }
+    if (0 == off && end < v->chunk->msg_len && ep->module == module && !ep->dead &&
+        h->seq == ep->rel.rx.expected &&
+        usnic_seq_diff(ep->rel.rx.expected, ep->rel.rx.highest) == 1) {
+        d->ep = ep;
+        d->msg_id = h->msg_id;
+        d->plen = v->payload_len;
+        d->reg_key = v->put->reg_key;
+        d->reg_offset = v->put->reg_offset;
+        d->msg_len = v->chunk->msg_len;
+        d->next = end;
+    }
+}
+
 static void rx_put_write(void *t, void *ep, uint8_t *dest, const struct usnic_pkt_view *v)
 {
     usnic_module_t *module = t;
-    (void) ep;
 
+    direct_track(module, ep, v);
+    if (dest == v->payload) {
+        module->stats.rx_direct++; /* the kernel received it in place */
+        return;
+    }
     if (v->chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min &&
         !put_target_reused(module, dest - v->chunk->offset, 0 == v->chunk->offset)) {
         copy_stream(dest, v->payload, v->payload_len);
@@ -293,23 +336,27 @@ static void park(usnic_module_t *module, const uint8_t *buf, size_t len)
     module->stats.parked++;
 }
 
-static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t len)
+static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t len,
+                           const uint8_t *payload)
 {
     const struct usnic_rx_params p = {
         .max_msg_len = module->max_msg_len,
         .now = module->now_us,
         .lane = module->rx_from.lane,
+        .payload = payload,
     };
 
     enum usnic_drop_reason why = usnic_rx_dispatch(&btl_rx_ops, module, buf, len, &p);
 
     if (OPAL_UNLIKELY(USNIC_PKT_OK != why)) {
-        if (USNIC_DROP_PENDING == why) {
+        /* (a direct receive's buf holds the header only) */
+        size_t in_buf = (NULL == payload) ? len : USNIC_HDR_LEN_PUT;
+        if (USNIC_DROP_PENDING == why && NULL == payload) {
             park(module, buf, len);
         }
         if (opal_output_get_verbosity(opal_btl_base_framework.framework_output) >= 60) {
             char dump[512];
-            usnic_pkt_dump(buf, len, dump, sizeof(dump));
+            usnic_pkt_dump(buf, in_buf, dump, sizeof(dump));
             USNIC_VERBOSE(60, "%s: dropped (%s) on channel %u: %s", module->ifname,
                           usnic_drop_reason_name(why), module->rx_from.lane, dump);
         }
@@ -336,7 +383,7 @@ void usnic_release_parked(usnic_module_t *module, uint32_t vpid)
         module->src_check = (USNIC_SRC_PREFIX == check) ? check : USNIC_SRC_NONE;
         module->now_us = usnic_now_us();
         module->stats.unparked++;
-        process_packet(module, pk->buf, len);
+        process_packet(module, pk->buf, len, NULL);
         module->src_check = check;
     }
     module->rx_from = from;
@@ -370,10 +417,10 @@ static void inject(usnic_module_t *module, const uint8_t *buf, size_t len)
         f->held_from = module->rx_from;
         return;
     }
-    process_packet(module, buf, len);
+    process_packet(module, buf, len, NULL);
     if (f->dup_rate > 0.0 && usnic_rand_unit(&f->rng) < f->dup_rate) {
         module->stats.inj_dup++;
-        process_packet(module, buf, len);
+        process_packet(module, buf, len, NULL);
     }
     usnic_fault_flush(module, true);
 }
@@ -390,7 +437,7 @@ void usnic_fault_flush(usnic_module_t *module, bool idle)
     {
         usnic_rx_source_t from = module->rx_from;
         module->rx_from = f->held_from; /* where it came from, not the last arrival */
-        process_packet(module, f->held_buf, len);
+        process_packet(module, f->held_buf, len, NULL);
         module->rx_from = from;
     }
 }
@@ -404,6 +451,26 @@ void usnic_rx_datagram(usnic_module_t *module, usnic_channel_t *chan, const uint
                       module->fault.reorder_rate > 0.0)) {
         inject(module, buf, len);
     } else {
-        process_packet(module, buf, len);
+        process_packet(module, buf, len, NULL);
     }
+}
+
+void usnic_rx_datagram_split(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *hdr,
+                             size_t hdr_len, const uint8_t *payload, size_t payload_len)
+{
+    module->stats.rx_pkts++;
+    module->rx_from.lane = (uint8_t) chan->id;
+    if (OPAL_UNLIKELY(NULL != module->fault.whole_buf)) {
+        /* fault injection takes whole datagrams: this one put together (a
+         * dropped one leaves its payload where nothing valid is yet) */
+        size_t len = hdr_len + payload_len;
+        if (len > module->chan[USNIC_CHAN_DATA].mtu) {
+            return; /* larger than any datagram of this channel: never so */
+        }
+        memcpy(module->fault.whole_buf, hdr, hdr_len);
+        memcpy(module->fault.whole_buf + hdr_len, payload, payload_len);
+        inject(module, module->fault.whole_buf, len);
+        return;
+    }
+    process_packet(module, hdr, hdr_len + payload_len, payload);
 }

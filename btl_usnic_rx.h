@@ -78,6 +78,13 @@ struct usnic_rx_params {
     uint64_t max_msg_len; /* largest PML fragment we reassemble */
     uint64_t now;         /* transport clock: round trips, loss detection, delayed ACK */
     uint8_t lane;         /* the channel it arrived on (copies on one lane keep their order) */
+    /* The payload, when it is not right behind the header: the kernel
+     * backend's direct receive put a PUT chunk's header in one buffer and
+     * its payload in the PUT's target (btl_usnic_chan_kern.c).  buf then
+     * holds the header only and len counts header + payload.  Only for PUT
+     * headers, and only where neither the CRC nor the MAC covers the
+     * payload; NULL: the payload follows the header in buf. */
+    const uint8_t *payload;
 };
 
 /* Hand every fragment that is complete and next in order to the PML. */
@@ -121,10 +128,19 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
         return why;
     }
     hdr = v.hdr;
+    if (NULL != p->payload) {
+        v.payload = p->payload;
+    }
     why = ops->lookup(t, hdr, &c);
     if (USNIC_PKT_OK != why) {
         ops->drop(t, NULL, why);
         return why;
+    }
+    if (NULL != p->payload && (c.crc || 2 == c.auth)) {
+        /* the CRC or MAC covers a payload that is not in buf: never so
+         * (the kernel backend receives directly only without them) */
+        ops->drop(t, c.ep, USNIC_DROP_AUTH);
+        return USNIC_DROP_AUTH;
     }
     if (c.crc || 0 != c.auth) {
         why = usnic_pkt_verify((const uint8_t *) buf, len, c.key, c.auth, c.crc);

@@ -1183,6 +1183,7 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
     prm.max_msg_len = f->max_msg_len;
     prm.now = f->now;
     prm.lane = (uint8_t) (aux & AUX_LANE);
+    prm.payload = NULL;
     c->active = true;
     why = usnic_rx_dispatch(&fz_rx_ops, f, b, len, &prm);
     c->active = false;

@@ -42,6 +42,12 @@ check_asan "asan: ping-pong with loss, duplication, reordering" $? 2
 EXTRA_MCA="$asan_mca --mca btl_usnic_udp_datagram_size -1" run_mpi 2 "$BIN" -m 1048576
 check_asan "asan: ping-pong with 1472-byte datagrams" $? 2
 
+# trains received straight into PUT targets (direct receive), with injected
+# faults taking the whole-datagram path
+EXTRA_MCA="$asan_mca --mca btl_usnic_udp_datagram_size -1 --mca btl_usnic_debug_drop_rate 0.02 --mca btl_usnic_debug_dup_rate 0.01 --mca btl_usnic_debug_reorder_rate 0.02" \
+    run_mpi 2 "$BIN" -m 1048576
+check_asan "asan: ping-pong with 1472-byte datagrams, loss, duplication, reordering" $? 2
+
 build_prog anysource || finish
 EXTRA_MCA="$asan_mca" run_mpi 4 "$BIN"
 check_asan "asan: anysource, 4 ranks" $? 4

@@ -11,6 +11,10 @@
 #      EIO from a kernel or device without it): the verbose note says so,
 #      no train is sent, the data arrive datagram by datagram
 #   d. btl_usnic_gso 0: no trains, no GRO batches
+#   e. btl_usnic_direct_recv 0: trains, but no PUT chunk received straight
+#      into its target (a. and c. receive them so: rx_direct > 0; b.'s
+#      injected faults take the whole-datagram path; t_hostile and
+#      t_multihost run direct receives under attack and real loss)
 # Over another backend (run-all.sh's libfabric udp pass) only the data
 # checks apply: no trains there.
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
@@ -45,6 +49,7 @@ EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN"
 if check_run "gso: trains" $? 2 "$floor" && $kernel; then
     each_rank "gso: trains sent" gso_trains -gt 0
     each_rank "gso: coalesced receives" gro_batches -gt 0
+    each_rank "gso: PUT chunks received in place (direct receive)" rx_direct -gt 0
 fi
 
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_debug_drop_rate 0.02 --mca btl_usnic_debug_seed 7" \
@@ -59,6 +64,7 @@ EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_debug_gso_refused 1 --mca btl_b
     run_mpi 2 "$BIN"
 if check_run "gso: refused by the kernel" $? 2 "$floor" && $kernel; then
     each_rank "gso: refused, no train sent" gso_trains -eq 0
+    each_rank "gso: refused, datagrams still received in place" rx_direct -gt 0
     n=$(grep -c "the kernel refuses UDP_SEGMENT" "$RUN_LOG")
     if [ "$n" -ge 2 ]; then
         pass "gso: refused: the fall back noted ($n lines)"
@@ -72,5 +78,11 @@ EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_gso 0" run_mpi 2 "$BIN"
 if check_run "gso: off" $? 2 "$floor" && $kernel; then
     each_rank "gso: off, no train" gso_trains -eq 0
     each_rank "gso: off, no coalesced receive" gro_batches -eq 0
+fi
+
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"
+if check_run "gso: direct receive off" $? 2 "$floor" && $kernel; then
+    each_rank "gso: direct receive off, trains still sent" gso_trains -gt 0
+    each_rank "gso: direct receive off, nothing received in place" rx_direct -eq 0
 fi
 finish

@@ -8,7 +8,7 @@
 # numbers, ACKs, SACKs, PUTs and chunks under keys read from the job's
 # traffic, replays of genuine packets (see hostile.c for the list).
 #
-# Three configurations, one job each:
+# Four configurations, one job each:
 #   auth header     (the default)          every scenario, blind and on-path
 #   auth full + checksum 1                 every scenario
 #   auth none                              the blind scenarios only, from an
@@ -16,6 +16,10 @@
 #                                          on-path attacks succeed against
 #                                          auth none by design (README.txt,
 #                                          threat model) and are not run
+#   auth header, 1472-byte datagrams       the blind scenarios, kernel
+#                                          backend only: PUT chunks received
+#                                          straight into their targets
+#                                          (direct receive), at least one
 # Checks, per configuration:
 #   - the job exits 0 with "OK hostile_job rounds=N": every byte of every
 #     message arrived intact; usnic carried at least the job's BYTES
@@ -389,4 +393,21 @@ hostile_run() {
 hostile_run "hostile auth=header" "all"
 hostile_run "hostile auth=full checksum=1" "-a full all" --mca btl_usnic_auth full --mca btl_usnic_checksum 1
 hostile_run "hostile auth=none (blind)" "-b blind" --mca btl_usnic_auth none
+# The kernel backend with 1472-byte datagrams: the job's PUTs arrive in
+# trains that it receives straight into their targets (direct receive),
+# while the attacker's datagrams land among them.  Blind scenarios only:
+# on lo the on-path attacker would capture whole UDP_SEGMENT trains (one
+# 64 KB packet each) and replay them as single datagrams, which the
+# receiver rightly drops for their length, not for the reasons hostile.c
+# predicts for captured datagrams.
+if [ "$(usnic_backend)" = kernel ]; then
+    name="hostile auth=header, 1472-byte datagrams (direct receive)"
+    hostile_run "$name" "-b blind" --mca btl_usnic_udp_datagram_size -1
+    direct=$(stat_sum "$RUN_LOG" rx_direct)
+    if [ "${direct:-0}" -gt 0 ]; then
+        pass "$name: $direct PUT chunks received in place, $(stat_sum "$RUN_LOG" rx_direct_miss) receives held others"
+    else
+        fail "$name: direct receive" "rx_direct=${direct:-missing}: no PUT chunk was received in place" "$RUN_LOG"
+    fi
+fi
 finish

@@ -11,7 +11,8 @@
 #      the bytes went over the veths
 #   2. the same with 1% real packet loss: an nft rule in h2 drops 1% of the
 #      UDP packets arriving on its veth; all data still verified, the rule
-#      dropped packets and usnic retransmitted
+#      dropped packets and usnic retransmitted; over the kernel backend
+#      PUT chunks were received straight into their targets (rx_direct)
 #   3. collectives on 4 ranks, 2 per host: same-host pairs over usnic too
 # Every run must leave no process behind in the namespaces, and the test bed
 # must be gone at the end.  Needs root (network namespaces): without it the
@@ -105,6 +106,16 @@ else
         pass "$name recovery: $dropped of $udp_in UDP packets dropped on the wire, $retrans retransmissions"
     else
         fail "$name recovery" "nft dropped ${dropped:-?} of ${udp_in:-?} UDP packets, retrans=$retrans, rank 0 retrans=${retrans0:-?}" "$RUN_LOG"
+    fi
+    # the kernel backend received PUT chunks straight into their targets
+    # (direct receive) while the wire lost whole trains under it
+    if [ "$(usnic_backend)" = kernel ]; then
+        direct=$(stat_sum "$RUN_LOG" rx_direct)
+        if [ "${direct:-0}" -gt 0 ]; then
+            pass "$name: $direct PUT chunks received in place, $(stat_sum "$RUN_LOG" rx_direct_miss) receives held others"
+        else
+            fail "$name: direct receive" "rx_direct=${direct:-missing}" "$RUN_LOG"
+        fi
     fi
     nsbed_no_leftovers "$name"
     nsbed_exec 2 nft delete table inet usnic_mh
