@@ -210,15 +210,18 @@ typedef struct usnic_module {
     uint64_t last_poll_us; /* when module_progress last ran */
     uint64_t back_us;      /* when progress resumed after the process was away (0: never) */
     bool in_progress;      /* inside module_progress (now_us is fresh) */
-    /* A PUT arriving in order, whose next chunks the kernel backend may
-     * receive straight into the target (btl_usnic_recv.c keeps it,
-     * btl_usnic_chan_kern.c uses it): every chunk before offset `next`
-     * has arrived, none after it. */
+    /* A PUT, or a chunked fragment, arriving in order, whose next chunks
+     * the kernel backend may receive straight into the target or the
+     * reassembly buffer (btl_usnic_recv.c keeps it, btl_usnic_chan_kern.c
+     * uses it): every chunk before offset `next` has arrived, none after. */
     struct usnic_direct {
-        struct mca_btl_base_endpoint_t *ep; /* the sender; NULL: no such PUT */
-        uint32_t msg_id;                    /* the PUT's number */
+        struct mca_btl_base_endpoint_t *ep; /* the sender; NULL: no such message */
+        uint8_t type;                       /* USNIC_PKT_PUT or USNIC_PKT_CHUNK */
+        uint8_t tag;                        /* CHUNK: the fragment's PML tag */
+        uint32_t msg_id;                    /* the PUT's or the fragment's number */
         uint32_t plen;                      /* payload bytes of each chunk but the last */
-        uint64_t reg_key, reg_offset, msg_len;
+        uint64_t reg_key, reg_offset;       /* PUT: its target */
+        uint64_t msg_len;
         uint64_t next;
     } direct;
     uint64_t last_sender_key; /* cache of the last sender lookup (key -> endpoint) */

@@ -13,14 +13,15 @@
  *    its own usnic header.  Where the kernel refuses UDP_SEGMENT the train
  *    goes out datagram by datagram from then on (verbose note, once).
  *
- *  - receive the chunks of a PUT that arrives in order straight into its
- *    target ("direct receive"): the iovec of the next receive puts each
+ *  - receive the chunks of a PUT or of a chunked fragment that arrives in
+ *    order straight into the PUT's target or the fragment's reassembly
+ *    buffer ("direct receive"): the iovec of the next receive puts each
  *    expected chunk's header in a buffer of ours and its payload where it
- *    belongs, so the payload is copied once, by the kernel, as on the send
- *    side.  Whatever arrives instead lands in a part of the target that no
- *    valid chunk has filled yet (btl_usnic_recv.c: direct_track), is
- *    copied back out and processed as usual, and the chunks that belong
- *    there overwrite it before the PUT can complete.
+ *    belongs, so the payload is not copied once more on its way.  Whatever
+ *    arrives instead lands in a part of that memory that no valid chunk
+ *    has filled yet (btl_usnic_recv.c: direct_track), is copied back out
+ *    and processed as usual, and the chunks that belong there overwrite it
+ *    before the PUT or fragment can complete.
  *
  * Sends are complete when sendmsg returns (the kernel copied the data), so
  * there are no send completions; EAGAIN (socket buffer full) means try
@@ -312,8 +313,9 @@ static void iov_gather(const struct iovec *iov, size_t niov, size_t from, size_t
 }
 
 /* Does the header in a direct receive's slot name the chunk expected
- * there (the PUT of want, at offset off, payload_len bytes)?  This only
- * says where its payload is; the receive path validates it as any other. */
+ * there (of want's PUT or fragment, at offset off, payload_len bytes)?
+ * This only says where its payload is; the receive path validates it as
+ * any other. */
 static bool direct_expected(const uint8_t *h, const struct usnic_direct *want, uint64_t sender_key,
                             uint64_t off, size_t payload_len)
 {
@@ -322,32 +324,36 @@ static bool direct_expected(const uint8_t *h, const struct usnic_direct *want, u
     const struct usnic_put_hdr *put =
         (const struct usnic_put_hdr *) (h + sizeof(*hdr) + sizeof(*ch));
 
-    return USNIC_PKT_PUT == hdr->type && hdr->msg_id == want->msg_id &&
-           hdr->sender_key == sender_key && hdr->payload_len == payload_len && ch->offset == off &&
-           ch->msg_len == want->msg_len && put->reg_key == want->reg_key &&
-           put->reg_offset == want->reg_offset;
+    if (hdr->type != want->type || hdr->msg_id != want->msg_id || hdr->sender_key != sender_key ||
+        hdr->payload_len != payload_len || ch->offset != off || ch->msg_len != want->msg_len) {
+        return false;
+    }
+    return (USNIC_PKT_PUT == want->type)
+               ? put->reg_key == want->reg_key && put->reg_offset == want->reg_offset
+               : hdr->tag == want->tag;
 }
 
 /*
  * Direct receive (see the top of this file): while module->direct names a
- * PUT arriving in order, receive one GRO batch at a time with the next
- * chunks' payloads placed in the target.  Returns the datagrams processed;
- * *drained: the socket had nothing more.  Stops at the first receive that
- * held anything else (another sender's datagrams, a loss or a copy in the
- * stream): that one goes the usual way, and so do the next polls' until a
- * PUT arrives in order again.
+ * PUT or chunked fragment arriving in order, receive one GRO batch at a
+ * time with the next chunks' payloads placed where they belong.  Returns
+ * the datagrams processed; *drained: the socket had nothing more.  Stops at
+ * the first receive that held anything else (another sender's datagrams, a
+ * loss or a copy in the stream): that one goes the usual way, and so do
+ * the next polls' until a PUT or fragment arrives in order again.
  */
 static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struct kern_rx *rx,
                             bool *drained)
 {
     struct kern_direct *kd = rx->direct;
-    const size_t hlen = USNIC_HDR_LEN_PUT;
     int count = 0;
 
     *drained = false;
     for (int round = 0; round < KERN_DIRECT_ROUNDS && NULL != module->direct.ep; round++) {
         const struct usnic_direct want = module->direct; /* receiving changes it */
         mca_btl_base_endpoint_t *ep = want.ep;
+        const bool put = (USNIC_PKT_PUT == want.type);
+        const size_t hlen = put ? USNIC_HDR_LEN_PUT : USNIC_HDR_LEN_CHUNK;
         const size_t step = hlen + want.plen;
         union {
             char buf[CMSG_SPACE(sizeof(int))];
@@ -355,13 +361,19 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
         } ctrl;
         struct sockaddr_in from;
         struct msghdr mh;
-        uint8_t *base;
+        uint8_t *base = NULL;
         size_t niov = 0, k = 0, r, seg_step, j = 0;
         ssize_t got;
 
-        if (ep->dead || ep->crc || 2 == ep->auth || step > KERN_GRO_BYTES ||
-            USNIC_PKT_OK != usnic_reg_resolve(&mca_btl_usnic_component.regs, want.reg_key,
-                                              want.reg_offset, want.msg_len, &base)) {
+        /* the PUT's target (still registered) or the fragment's reassembly
+         * buffer (still being filled) */
+        if (put) {
+            (void) usnic_reg_resolve(&mca_btl_usnic_component.regs, want.reg_key, want.reg_offset,
+                                     want.msg_len, &base);
+        } else {
+            base = usnic_reasm_dest(&ep->reasm, want.msg_id, want.msg_len);
+        }
+        if (NULL == base || ep->dead || ep->crc || 2 == ep->auth || step > KERN_GRO_BYTES) {
             module->direct.ep = NULL;
             break;
         }
@@ -416,6 +428,9 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
             /* not the chunk expected there: the rest of this receive, put
              * back together before anything is written, goes the usual way */
             module->stats.rx_direct_miss++;
+            if (r - pos > KERN_GRO_BYTES) {
+                r = pos + KERN_GRO_BYTES; /* never so (UDP_GRO stops at 64 KiB) */
+            }
             iov_gather(kd->iov, niov, pos, r, kd->gather);
             count += rx_batch(module, chan, kd->gather, r - pos, seg_step);
             return count;

@@ -444,11 +444,11 @@ static const usnic_tunable_t usnic_tunables[] = {
                "call per datagram); where the kernel refuses UDP_SEGMENT the trains are sent "
                "datagram by datagram"),
     TUNE_ONOFF("direct_recv", direct_recv, OPAL_INFO_LVL_5, 1,
-               "kernel backend: while a PUT (a large message's data) arrives in order, receive "
-               "its next datagrams' payloads straight into the target buffer, so the data is "
-               "copied once on the receiving host instead of twice (1 = on, 0 = every datagram "
-               "into a receive buffer first); needs btl_usnic_gso, and is not used where "
-               "btl_usnic_checksum or btl_usnic_auth full covers the payload"),
+               "kernel backend: while a large message (a PUT, or a fragment sent in chunks) "
+               "arrives in order, receive its next datagrams' payloads straight into the target "
+               "or reassembly buffer, so the receiving host copies the data once less (1 = on, "
+               "0 = every datagram into a receive buffer first); needs btl_usnic_gso, and is not "
+               "used where btl_usnic_checksum or btl_usnic_auth full covers the payload"),
     TUNE_ONOFF("tlp", tlp, OPAL_INFO_LVL_5, 1,
                "Tail-loss probes (1 = on, 0 = off): when no ACK came two round trips after the "
                "last segment sent to a peer, resend that segment and ask for an immediate ACK, "

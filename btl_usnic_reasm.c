@@ -112,13 +112,29 @@ enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg
     if (track) {
         r->got[idx / 64] |= (uint64_t) 1 << (idx % 64);
     }
-    memcpy(r->buf + offset, data, len);
+    if (r->buf + offset != (const uint8_t *) data) {
+        memcpy(r->buf + offset, data, len);
+    }
     r->received += len;
     if (r->received >= r->msg_len) {
         r->state = USNIC_REASM_COMPLETE;
         t->waited += (msg_id != t->next);
     }
     return USNIC_PKT_OK;
+}
+
+uint8_t *usnic_reasm_dest(const struct usnic_reasm_table *t, uint32_t msg_id, uint64_t msg_len)
+{
+    const struct usnic_reasm *r;
+
+    if ((uint32_t) usnic_seq_diff(msg_id, t->next) >= t->nslots) {
+        return NULL; /* handed over already, or too far ahead */
+    }
+    r = slot_of(t, msg_id);
+    return ((USNIC_REASM_PARTIAL == r->state || USNIC_REASM_COMPLETE == r->state) &&
+            r->msg_id == msg_id && r->msg_len == msg_len)
+               ? r->buf
+               : NULL;
 }
 
 enum usnic_drop_reason usnic_reasm_hold(struct usnic_reasm_table *t, uint32_t msg_id,

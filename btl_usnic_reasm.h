@@ -124,11 +124,19 @@ static inline void usnic_reasm_skip(struct usnic_reasm_table *t)
  * Copy a chunk in (after usnic_reasm_check() said OK).  Returns
  * USNIC_PKT_OK, USNIC_DROP_CHUNK_RANGE if the chunk does not fit the
  * table's chunk size or was already received (nothing is written), or
- * USNIC_DROP_REASSEMBLY if no buffer could be had.
+ * USNIC_DROP_REASSEMBLY if no buffer could be had.  data may already be in
+ * place (the kernel backend's direct receive): then nothing is copied.
  */
 enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg_id,
                                        uint64_t msg_len, uint64_t offset, const void *data,
                                        uint32_t len, uint8_t tag);
+
+/*
+ * The buffer fragment msg_id of msg_len bytes is being reassembled in (or
+ * was, if complete and not handed over yet), or NULL (not begun, handed
+ * over, or another fragment there).
+ */
+uint8_t *usnic_reasm_dest(const struct usnic_reasm_table *t, uint32_t msg_id, uint64_t msg_len);
 
 /*
  * Keep a copy of a whole fragment that arrived before its turn (after

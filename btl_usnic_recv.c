@@ -177,14 +177,16 @@ static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool 
 }
 
 /*
- * Keep module->direct, the PUT whose chunks have all arrived in order up to
- * direct.next and none after it: the kernel backend receives its next
- * chunks straight into the target, where whatever lands that turns out not
- * to be those chunks is overwritten by them before the PUT can complete.
- * So it starts only with a PUT's first chunk arriving as the next packet of
- * its connection with nothing after it received (every later chunk has a
- * later sequence number), and any chunk of it arriving elsewhere than at
- * direct.next ends it.  Called for new, validated chunks only.
+ * Keep module->direct, the PUT or chunked fragment whose chunks have all
+ * arrived in order up to direct.next and none after it: the kernel backend
+ * receives its next chunks straight into the PUT's target or the
+ * fragment's reassembly buffer, where whatever lands that turns out not to
+ * be those chunks is overwritten by them before the PUT or fragment can
+ * complete.  So it starts only with a first chunk arriving as the next
+ * packet of its connection with nothing after it received (every later
+ * chunk has a later sequence number), and any chunk of it arriving
+ * elsewhere than at direct.next ends it.  Called for new, validated chunks
+ * only, once they are written.
  */
 static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
                          const struct usnic_pkt_view *v)
@@ -193,7 +195,7 @@ static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
     const struct usnic_pkt_hdr *h = v->hdr;
     uint64_t off = v->chunk->offset, end = off + v->payload_len;
 
-    if (d->ep == ep && d->msg_id == h->msg_id) {
+    if (d->ep == ep && d->msg_id == h->msg_id && d->type == h->type) {
         if (off == d->next && (v->payload_len == d->plen || end == d->msg_len) &&
             end < d->msg_len) {
             d->next = end;
@@ -206,13 +208,29 @@ static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
         h->seq == ep->rel.rx.expected &&
         usnic_seq_diff(ep->rel.rx.expected, ep->rel.rx.highest) == 1) {
         d->ep = ep;
+        d->type = h->type;
+        d->tag = h->tag;
         d->msg_id = h->msg_id;
         d->plen = v->payload_len;
-        d->reg_key = v->put->reg_key;
-        d->reg_offset = v->put->reg_offset;
+        d->reg_key = (NULL != v->put) ? v->put->reg_key : 0;
+        d->reg_offset = (NULL != v->put) ? v->put->reg_offset : 0;
         d->msg_len = v->chunk->msg_len;
         d->next = end;
     }
+}
+
+/* A chunk of a fragment went into its reassembly buffer: in place if the
+ * kernel backend received it there. */
+static void rx_chunk_added(void *t, void *ep, const struct usnic_pkt_view *v)
+{
+    usnic_module_t *module = t;
+    mca_btl_base_endpoint_t *e = ep;
+    const uint8_t *buf = usnic_reasm_dest(&e->reasm, v->hdr->msg_id, v->chunk->msg_len);
+
+    if (NULL != buf && buf + v->chunk->offset == v->payload) {
+        module->stats.rx_direct++;
+    }
+    direct_track(module, e, v);
 }
 
 static void rx_put_write(void *t, void *ep, uint8_t *dest, const struct usnic_pkt_view *v)
@@ -289,6 +307,7 @@ static const struct usnic_rx_ops btl_rx_ops = {
     .deliver = rx_deliver,
     .put_resolve = rx_put_resolve,
     .put_write = rx_put_write,
+    .chunk_added = rx_chunk_added,
     .acked = rx_acked,
     .accepted = rx_accepted,
     .ack_schedule = rx_ack_schedule,

@@ -61,6 +61,9 @@ struct usnic_rx_ops {
     /* Write a PUT chunk's payload at dest (its place: the PUT's target plus
      * the chunk's offset); v is the packet, for the transport's bookkeeping. */
     void (*put_write)(void *t, void *ep, uint8_t *dest, const struct usnic_pkt_view *v);
+    /* A new chunk of a fragment went into its reassembly buffer (optional,
+     * may be NULL): for the transport's bookkeeping. */
+    void (*chunk_added)(void *t, void *ep, const struct usnic_pkt_view *v);
     /* An ACK released `released` (> 0) of our segments to this peer. */
     void (*acked)(void *t, void *ep, int released);
     /* A packet was committed: payload_len bytes; an ACK is now owed. */
@@ -245,6 +248,9 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
                                           v.payload_len, hdr->tag);
             if (USNIC_PKT_OK != why) {
                 break;
+            }
+            if (!whole && NULL != ops->chunk_added) {
+                ops->chunk_added(t, c.ep, &v);
             }
             usnic_rx_commit(ops, t, &c, &v, p->now);
         }

@@ -11,8 +11,10 @@
 #      EIO from a kernel or device without it): the verbose note says so,
 #      no train is sent, the data arrive datagram by datagram
 #   d. btl_usnic_gso 0: no trains, no GRO batches
-#   e. btl_usnic_direct_recv 0: trains, but no PUT chunk received straight
-#      into its target (a. and c. receive them so: rx_direct > 0; b.'s
+#   f. messages up to 128 KiB (eager, chunked, no PUT): chunks received
+#      straight into the reassembly buffer (rx_direct > 0)
+#   e. btl_usnic_direct_recv 0: trains, but no chunk received straight
+#      into its target (a., c. and f. receive them so: rx_direct > 0; b.'s
 #      injected faults take the whole-datagram path; t_hostile and
 #      t_multihost run direct receives under attack and real loss)
 # Over another backend (run-all.sh's libfabric udp pass) only the data
@@ -78,6 +80,16 @@ EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_gso 0" run_mpi 2 "$BIN"
 if check_run "gso: off" $? 2 "$floor" && $kernel; then
     each_rank "gso: off, no train" gso_trains -eq 0
     each_rank "gso: off, no coalesced receive" gro_batches -eq 0
+fi
+
+# f. messages up to 128 KiB only: eager fragments, chunked, no PUT (the
+#    eager limit is 150000 bytes); their chunks after a fragment's first
+#    GRO batch go straight into its reassembly buffer
+ffloor=$((4 * $(pingpong_size_sum 131072)))
+EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -m 131072
+if check_run "gso: fragments up to 128 KiB" $? 2 "$ffloor" && $kernel; then
+    each_rank "gso: fragments up to 128 KiB, no PUT" puts -eq 0
+    each_rank "gso: fragment chunks received in place (direct receive)" rx_direct -gt 0
 fi
 
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"

@@ -405,7 +405,7 @@ if [ "$(usnic_backend)" = kernel ]; then
     hostile_run "$name" "-b blind" --mca btl_usnic_udp_datagram_size -1
     direct=$(stat_sum "$RUN_LOG" rx_direct)
     if [ "${direct:-0}" -gt 0 ]; then
-        pass "$name: $direct PUT chunks received in place, $(stat_sum "$RUN_LOG" rx_direct_miss) receives held others"
+        pass "$name: $direct chunks received in place, $(stat_sum "$RUN_LOG" rx_direct_miss) receives held others"
     else
         fail "$name: direct receive" "rx_direct=${direct:-missing}: no PUT chunk was received in place" "$RUN_LOG"
     fi

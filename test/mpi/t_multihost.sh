@@ -112,7 +112,7 @@ else
     if [ "$(usnic_backend)" = kernel ]; then
         direct=$(stat_sum "$RUN_LOG" rx_direct)
         if [ "${direct:-0}" -gt 0 ]; then
-            pass "$name: $direct PUT chunks received in place, $(stat_sum "$RUN_LOG" rx_direct_miss) receives held others"
+            pass "$name: $direct chunks received in place, $(stat_sum "$RUN_LOG" rx_direct_miss) receives held others"
         else
             fail "$name: direct receive" "rx_direct=${direct:-missing}" "$RUN_LOG"
         fi
