@@ -40,7 +40,7 @@
     X(inj_corrupt, "sent datagrams corrupted by fault injection (after their checksum)")           \
     X(gso_trains, "kernel backend: trains of datagrams sent with one UDP_SEGMENT sendmsg")         \
     X(gro_batches, "kernel backend: receives that held several datagrams (UDP_GRO)")               \
-    X(rx_direct, "kernel backend: PUT chunks received straight into their target (no copy)")       \
+    X(rx_direct, "kernel backend: chunks received straight into their target (no copy)")           \
     X(rx_direct_miss, "kernel backend: direct receives holding other datagrams than expected")     \
     X(window_full, "times a peer's send window was full")                                          \
     X(puts, "emulated PUT operations")                                                             \
