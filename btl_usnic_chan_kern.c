@@ -362,6 +362,7 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
         struct sockaddr_in from;
         struct msghdr mh;
         uint8_t *base = NULL;
+        uint64_t sender_key;
         size_t niov = 0, k = 0, r, seg_step, j = 0;
         ssize_t got;
 
@@ -377,6 +378,7 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
             module->direct.ep = NULL;
             break;
         }
+        sender_key = ep->remote.key; /* (callbacks below may change the endpoint) */
         for (uint64_t off = want.next;
              off < want.msg_len && k < KERN_DIRECT_SEGS && (k + 1) * step <= KERN_GRO_BYTES;
              off += want.plen, k++) {
@@ -418,7 +420,7 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
             size_t len = (r - pos < seg_step) ? r - pos : seg_step;
             if (j < k && (seg_step == step || len == r) && len >= hlen &&
                 len - hlen == kd->iov[2 * j + 1].iov_len &&
-                direct_expected(kd->hdr[j].b, &want, ep->remote.key, want.next + j * want.plen,
+                direct_expected(kd->hdr[j].b, &want, sender_key, want.next + j * want.plen,
                                 len - hlen)) {
                 usnic_rx_datagram_split(module, chan, kd->hdr[j].b, hlen,
                                         kd->iov[2 * j + 1].iov_base, len - hlen);
