@@ -129,6 +129,12 @@ typedef struct usnic_fault {
     double corrupt_rate; /* fraction of sent datagrams with one byte flipped after sealing */
 } usnic_fault_t;
 
+/* Is anything injected into arriving packets? */
+static inline bool usnic_fault_on_rx(const usnic_fault_t *f)
+{
+    return f->drop_rate > 0.0 || f->dup_rate > 0.0 || f->reorder_rate > 0.0;
+}
+
 /* How the source of an arriving datagram is known. */
 enum usnic_src_check {
     USNIC_SRC_NONE = 0,   /* not at all: the MAC alone vouches for the sender */

@@ -75,7 +75,7 @@
 /* Direct receive state of the data channel. */
 struct kern_direct {
     union {
-        uint8_t b[USNIC_HDR_LEN_PUT];
+        uint8_t b[USNIC_HDR_LEN_MAX];
         uint64_t align;
     } hdr[KERN_DIRECT_SEGS];                    /* the expected chunks' headers land here */
     struct iovec iov[2 * KERN_DIRECT_SEGS + 1]; /* header, payload, ..., then tail */

@@ -329,8 +329,7 @@ static int module_init_state(usnic_module_t *module)
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
     }
-    if (module->fault.drop_rate > 0.0 || module->fault.dup_rate > 0.0 ||
-        module->fault.reorder_rate > 0.0) {
+    if (usnic_fault_on_rx(&module->fault)) {
         module->fault.whole_buf = malloc(module->chan[USNIC_CHAN_DATA].mtu);
         if (NULL == module->fault.whole_buf) {
             return OPAL_ERR_OUT_OF_RESOURCE;

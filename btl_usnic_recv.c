@@ -369,7 +369,7 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
 
     if (OPAL_UNLIKELY(USNIC_PKT_OK != why)) {
         /* (a direct receive's buf holds the header only) */
-        size_t in_buf = (NULL == payload) ? len : USNIC_HDR_LEN_PUT;
+        size_t in_buf = (NULL == payload) ? len : USNIC_HDR_LEN_MAX;
         if (USNIC_DROP_PENDING == why && NULL == payload) {
             park(module, buf, len);
         }
@@ -466,8 +466,7 @@ void usnic_rx_datagram(usnic_module_t *module, usnic_channel_t *chan, const uint
 {
     module->stats.rx_pkts++;
     module->rx_from.lane = (uint8_t) chan->id;
-    if (OPAL_UNLIKELY(module->fault.drop_rate > 0.0 || module->fault.dup_rate > 0.0 ||
-                      module->fault.reorder_rate > 0.0)) {
+    if (OPAL_UNLIKELY(usnic_fault_on_rx(&module->fault))) {
         inject(module, buf, len);
     } else {
         process_packet(module, buf, len, NULL);
@@ -477,19 +476,18 @@ void usnic_rx_datagram(usnic_module_t *module, usnic_channel_t *chan, const uint
 void usnic_rx_datagram_split(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *hdr,
                              size_t hdr_len, const uint8_t *payload, size_t payload_len)
 {
-    module->stats.rx_pkts++;
-    module->rx_from.lane = (uint8_t) chan->id;
     if (OPAL_UNLIKELY(NULL != module->fault.whole_buf)) {
         /* fault injection takes whole datagrams: this one put together (a
          * dropped one leaves its payload where nothing valid is yet) */
         size_t len = hdr_len + payload_len;
-        if (len > module->chan[USNIC_CHAN_DATA].mtu) {
-            return; /* larger than any datagram of this channel: never so */
+        if (len <= module->chan[USNIC_CHAN_DATA].mtu) { /* (never larger) */
+            memcpy(module->fault.whole_buf, hdr, hdr_len);
+            memcpy(module->fault.whole_buf + hdr_len, payload, payload_len);
+            usnic_rx_datagram(module, chan, module->fault.whole_buf, len);
         }
-        memcpy(module->fault.whole_buf, hdr, hdr_len);
-        memcpy(module->fault.whole_buf + hdr_len, payload, payload_len);
-        inject(module, module->fault.whole_buf, len);
         return;
     }
+    module->stats.rx_pkts++;
+    module->rx_from.lane = (uint8_t) chan->id;
     process_packet(module, hdr, hdr_len + payload_len, payload);
 }

@@ -82,11 +82,12 @@ struct usnic_rx_params {
     uint64_t now;         /* transport clock: round trips, loss detection, delayed ACK */
     uint8_t lane;         /* the channel it arrived on (copies on one lane keep their order) */
     /* The payload, when it is not right behind the header: the kernel
-     * backend's direct receive put a PUT chunk's header in one buffer and
-     * its payload in the PUT's target (btl_usnic_chan_kern.c).  buf then
-     * holds the header only and len counts header + payload.  Only for PUT
-     * headers, and only where neither the CRC nor the MAC covers the
-     * payload; NULL: the payload follows the header in buf. */
+     * backend's direct receive put a chunk's header in one buffer and its
+     * payload in the PUT's target or the fragment's reassembly buffer
+     * (btl_usnic_chan_kern.c).  buf then holds the header only and len
+     * counts header + payload.  Only for PUT and CHUNK headers, and only
+     * where neither the CRC nor the MAC covers the payload; NULL: the
+     * payload follows the header in buf. */
     const uint8_t *payload;
 };
 

@@ -154,6 +154,19 @@ stat_sum() {
         END { printf "%.0f\n", sum }' "$1"
 }
 
+# assert_direct_receive NAME: the kernel backend received chunks straight
+# into their destination (direct receive) in the last run: rx_direct > 0
+# summed over its ranks.
+assert_direct_receive() {
+    local direct
+    direct=$(stat_sum "$RUN_LOG" rx_direct)
+    if [ "${direct:-0}" -gt 0 ]; then
+        pass "$1: $direct chunks received in place, $(stat_sum "$RUN_LOG" rx_direct_miss) receives held others"
+    else
+        fail "$1: direct receive" "rx_direct=${direct:-missing}: no chunk was received in place" "$RUN_LOG"
+    fi
+}
+
 # assert_usnic_carried LOG MIN_BYTES NP: the [usnic stats] lines show that
 # usnic carried the job: ranks 0..NP-1 each printed at least one line (one
 # per module, at least NP lines, no module twice), every line names the

@@ -403,11 +403,6 @@ hostile_run "hostile auth=none (blind)" "-b blind" --mca btl_usnic_auth none
 if [ "$(usnic_backend)" = kernel ]; then
     name="hostile auth=header, 1472-byte datagrams (direct receive)"
     hostile_run "$name" "-b blind" --mca btl_usnic_udp_datagram_size -1
-    direct=$(stat_sum "$RUN_LOG" rx_direct)
-    if [ "${direct:-0}" -gt 0 ]; then
-        pass "$name: $direct chunks received in place, $(stat_sum "$RUN_LOG" rx_direct_miss) receives held others"
-    else
-        fail "$name: direct receive" "rx_direct=${direct:-missing}: no PUT chunk was received in place" "$RUN_LOG"
-    fi
+    assert_direct_receive "$name"
 fi
 finish

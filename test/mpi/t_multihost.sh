@@ -107,16 +107,9 @@ else
     else
         fail "$name recovery" "nft dropped ${dropped:-?} of ${udp_in:-?} UDP packets, retrans=$retrans, rank 0 retrans=${retrans0:-?}" "$RUN_LOG"
     fi
-    # the kernel backend received PUT chunks straight into their targets
+    # the kernel backend received chunks straight into their destination
     # (direct receive) while the wire lost whole trains under it
-    if [ "$(usnic_backend)" = kernel ]; then
-        direct=$(stat_sum "$RUN_LOG" rx_direct)
-        if [ "${direct:-0}" -gt 0 ]; then
-            pass "$name: $direct chunks received in place, $(stat_sum "$RUN_LOG" rx_direct_miss) receives held others"
-        else
-            fail "$name: direct receive" "rx_direct=${direct:-missing}" "$RUN_LOG"
-        fi
-    fi
+    [ "$(usnic_backend)" = kernel ] && assert_direct_receive "$name"
     nsbed_no_leftovers "$name"
     nsbed_exec 2 nft delete table inet usnic_mh
 fi
