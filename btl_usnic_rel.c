@@ -297,7 +297,7 @@ static int sack_release(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits, u
     int released = 0;
     uint64_t newest = 0;
 
-    for (int i = 0; i < 64 && 0 != (bits >> i); i++) {
+    for (int i = 0; i < USNIC_REL_SACK_BITS && 0 != (bits >> i); i++) {
         usnic_seq_t s = ack + 2u + (uint32_t) i;
         struct usnic_rel_seg **slot;
         if (!(bits & ((uint64_t) 1 << i))) {
@@ -381,8 +381,15 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
             rel->tx.rack.xmit_ts[lane] = rel->tx.ping.sent_at;
             rel->tx.rack.rtt = rtt;
         }
-        if (usnic_seq_gt(rel->tx.ping.next, rel->tx.rack.end)) {
-            rel->tx.rack.end = rel->tx.ping.next;
+        /* Everything of the lane sent before the ping has arrived or is
+         * lost, but the answer can only tell which up to the end of its SACK
+         * bitmap: beyond it, the receiver may hold segments it cannot report.
+         * Taking those for losses resent most of a wide window (MTU 1500: a
+         * 1 MiB message is 744 segments) for every probe. */
+        usnic_seq_t reach = ack + 2u + USNIC_REL_SACK_BITS;
+        usnic_seq_t end = usnic_seq_lt(rel->tx.ping.next, reach) ? rel->tx.ping.next : reach;
+        if (usnic_seq_gt(end, rel->tx.rack.end)) {
+            rel->tx.rack.end = end;
         }
         rtt_sample(rel, rtt);
     } else if (advanced && 0 != ts_echo) {
@@ -540,7 +547,7 @@ uint64_t usnic_rel_rx_sack_bits(const struct usnic_rel *rel)
     int32_t span = usnic_seq_diff(rel->rx.highest, rel->rx.expected);
 
     /* bit i <-> expected + 1 + i, i.e. (ack = expected - 1) + 2 + i */
-    for (int32_t i = 0; i < span && i < 64; i++) {
+    for (int32_t i = 0; i < span && i < USNIC_REL_SACK_BITS; i++) {
         if (rel->rx.seen[(rel->rx.expected + 1u + (uint32_t) i) & mask]) {
             bits |= (uint64_t) 1 << i;
         }

@@ -93,6 +93,9 @@
 
 /* Lanes tracked separately by the loss detection (lane numbers are taken modulo this). */
 #define USNIC_REL_LANES 4
+/* Sequence numbers a SACK bitmap describes: ack + 2 .. ack + 1 + this.  An
+ * ACK says nothing about a segment beyond them, received or not. */
+#define USNIC_REL_SACK_BITS 64
 
 /* Embedded in the transport's send segment. */
 struct usnic_rel_seg {
