@@ -22,6 +22,11 @@
  *   gsocopy   as gso, but every send first copies each segment's 56-byte header
  *             and payload from separate buffers into one contiguous buffer: the
  *             alternative to gsoiov (an extra copy instead of more iovecs)
+ *   gsomsg    as gso, and gsoiovmsg as gsoiov, but the payloads come from a
+ *   gsoiovmsg buffer of -M bytes (default 1 MiB), one train after the other,
+ *             wrapping around at its end, as a stream of MPI messages sent
+ *             from one buffer would; gso and gsoiov resend the same train,
+ *             whose bytes stay in the CPU's nearest caches
  *   gsozc     as gso, with SO_ZEROCOPY on the socket and MSG_ZEROCOPY on every
  *             send: the kernel pins the pages of the send buffer instead of
  *             copying them, and says on the socket's error queue when it no
@@ -166,17 +171,22 @@ enum gs_mode {
     GS_GSO,
     GS_GSOIOV,
     GS_GSOCOPY,
+    GS_GSOMSG,
+    GS_GSOIOVMSG,
     GS_GSOZC,
     GS_GSOIOVZC,
     GS_PP,
     GS_NMODES
 };
-static const char *const gs_mode_name[GS_NMODES] = {"plain",   "plaingro", "gso",      "gsoiov",
-                                                    "gsocopy", "gsozc",    "gsoiovzc", "pp"};
+static const char *const gs_mode_name[GS_NMODES] = {"plain",    "plaingro", "gso",       "gsoiov",
+                                                    "gsocopy",  "gsomsg",   "gsoiovmsg", "gsozc",
+                                                    "gsoiovzc", "pp"};
 
 /* modes that send with UDP_SEGMENT, with a header iovec, with MSG_ZEROCOPY */
 #define GS_IS_GSO(m) ((m) >= GS_GSO && (m) <= GS_GSOIOVZC)
-#define GS_IS_IOV(m) (GS_GSOIOV == (m) || GS_GSOIOVZC == (m))
+#define GS_IS_IOV(m) (GS_GSOIOV == (m) || GS_GSOIOVMSG == (m) || GS_GSOIOVZC == (m))
+/* modes whose payloads come from a -M byte buffer, in order, not one train's */
+#define GS_IS_MSG(m) (GS_GSOMSG == (m) || GS_GSOIOVMSG == (m))
 #define GS_IS_ZC(m) (GS_GSOZC == (m) || GS_GSOIOVZC == (m))
 
 /* control messages, client <-> server */
@@ -239,15 +249,16 @@ struct opts {
     int nmodes;
     size_t sizes[GS_MAX_SIZES]; /* -d */
     int nsizes;
-    double seconds;  /* -t */
-    int reps;        /* -r */
-    int sockbuf;     /* -B */
-    int batch;       /* -b */
-    int maxsegs;     /* -s */
-    int rx_poll;     /* -p */
-    int zc_ring;     /* -z: send buffers of the zerocopy modes */
-    int busy_poll;   /* -P: receiver SO_BUSY_POLL usecs */
-    int busy_budget; /* -Q: receiver SO_BUSY_POLL_BUDGET, with SO_PREFER_BUSY_POLL */
+    double seconds;   /* -t */
+    int reps;         /* -r */
+    int sockbuf;      /* -B */
+    int batch;        /* -b */
+    int maxsegs;      /* -s */
+    int rx_poll;      /* -p */
+    int zc_ring;      /* -z: send buffers of the zerocopy modes */
+    int busy_poll;    /* -P: receiver SO_BUSY_POLL usecs */
+    int busy_budget;  /* -Q: receiver SO_BUSY_POLL_BUDGET, with SO_PREFER_BUSY_POLL */
+    size_t msg_bytes; /* -M: payload buffer of gsomsg / gsoiovmsg */
 };
 
 static struct opts o;
@@ -803,6 +814,8 @@ static void stream_send(int fd, const struct sockaddr_in *dst, int mode, size_t 
     struct msghdr mh;
     char *buf;
     char *src = NULL;            /* gsocopy: the payloads, copied on every send */
+    size_t foot = 0, step = 0;   /* gsomsg, gsoiovmsg: buffer bytes, bytes per train */
+    size_t off = 0;              /* where the next train's payload starts */
     size_t plen = size - GS_HDR; /* gsoiov, gsocopy: payload per segment */
     uint32_t seq = 0;
     int64_t t0, deadline, cpu0;
@@ -836,7 +849,19 @@ static void stream_send(int fd, const struct sockaddr_in *dst, int mode, size_t 
     mh.msg_name = (void *) dst;
     mh.msg_namelen = sizeof(*dst);
     mh.msg_iov = iov;
-    if (GS_GSOIOV == mode && gso) {
+    if (GS_IS_MSG(mode)) {
+        /* -M bytes of payload, rounded up to whole trains: sent train by train */
+        size_t train = (size_t) segs * (GS_IS_IOV(mode) && gso ? plen : size);
+        foot = (o.msg_bytes + train - 1) / train * train;
+        free(buf);
+        buf = malloc(foot);
+        if (!buf) {
+            die("out of memory");
+        }
+        memset(buf, 0xa5, foot);
+        step = train;
+    }
+    if (GS_IS_IOV(mode) && gso) {
         /* header iovec + payload iovec per segment; the payload is one buffer */
         for (int k = 0; k < segs; k++) {
             iov[2 * k].iov_base = &hdrs[k];
@@ -862,6 +887,16 @@ restart:
         if (0 == (st->calls & 15) && now_ns(CLOCK_MONOTONIC) >= deadline) {
             break;
         }
+        if (0 != step) {
+            /* the next train of the message buffer */
+            if (mh.msg_iovlen > 1) {
+                for (int k = 0; k < segs; k++) {
+                    iov[2 * k + 1].iov_base = buf + off + (size_t) k * plen;
+                }
+            } else {
+                iov[0].iov_base = buf + off;
+            }
+        }
         /* every datagram's header: run id and sequence number */
         if (mh.msg_iovlen > 1) {
             for (int k = 0; k < segs; k++) {
@@ -877,11 +912,11 @@ restart:
         } else {
             for (int k = 0; k < segs; k++) {
                 struct gs_hdr h = {.run_id = run_id, .seq = seq++};
-                memcpy(buf + (size_t) k * size, &h, 8);
+                memcpy(buf + off + (size_t) k * size, &h, 8);
             }
         }
         if (1 == segs && mh.msg_iovlen == 1) {
-            n = sendto(fd, buf, size, 0, (const struct sockaddr *) dst, sizeof(*dst));
+            n = sendto(fd, buf + off, size, 0, (const struct sockaddr *) dst, sizeof(*dst));
         } else {
             n = sendmsg(fd, &mh, 0);
         }
@@ -894,6 +929,7 @@ restart:
                 st->fallback = 1;
                 gso = 0;
                 segs = 1;
+                step = off = 0; /* the plain fallback resends the buffer's start */
                 iov[0].iov_base = buf;
                 iov[0].iov_len = size;
                 mh.msg_iovlen = 1;
@@ -908,6 +944,9 @@ restart:
         st->calls++;
         st->dgrams += (uint64_t) segs;
         st->bytes += (uint64_t) n;
+        if (0 != step && (off += step) + step > foot) {
+            off = 0;
+        }
     }
     st->cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     st->ns = now_ns(CLOCK_MONOTONIC) - t0;
@@ -1372,7 +1411,8 @@ static void usage(int code)
             "                  (neither -L nor -C: fork a server on -a, be its client)\n"
             "  -a addr         local address to bind (default 127.0.0.1 without -C; with -C:\n"
             "                  any)\n"
-            "  -m list         modes: plain,plaingro,gso,gsoiov,gsocopy,gsozc,gsoiovzc,pp\n"
+            "  -m list         modes: plain,plaingro,gso,gsoiov,gsocopy,gsomsg,gsoiovmsg,\n"
+            "                  gsozc,gsoiovzc,pp\n"
             "                  (default plain,gso,gsoiov,pp)\n"
             "  -d list         datagram sizes, comma separated (default 1472; gsoiov needs\n"
             "                  more than %d; so do gsocopy and gsoiovzc); pp always uses\n"
@@ -1390,6 +1430,8 @@ static void usage(int code)
             "  -P usecs        receiver: SO_BUSY_POLL usecs (default 0: not set)\n"
             "  -Q budget       with -P: also SO_PREFER_BUSY_POLL 1 and SO_BUSY_POLL_BUDGET\n"
             "                  budget\n"
+            "  -M bytes        gsomsg, gsoiovmsg: the payload buffer sent train by train\n"
+            "                  (default 1048576)\n"
             "Output: one 'gso_stream: mode=M size=S rep=R key=value...' line per measurement;\n"
             "comments start with '#'.\n",
             GS_PORT_DEFAULT, GS_HDR, GS_PP_SIZE);
@@ -1453,9 +1495,10 @@ int main(int argc, char **argv)
     o.batch = 32;
     o.maxsegs = 64;
     o.zc_ring = 8;
+    o.msg_bytes = 1024 * 1024;
     parse_modes("plain,gso,gsoiov,pp");
     parse_sizes("1472");
-    while ((ch = getopt(argc, argv, "L:C:a:m:d:t:r:B:b:s:pz:P:Q:h")) != -1) {
+    while ((ch = getopt(argc, argv, "L:C:a:m:d:t:r:B:b:s:pz:P:Q:M:h")) != -1) {
         switch (ch) {
         case 'L':
         case 'C':
@@ -1500,6 +1543,9 @@ int main(int argc, char **argv)
             break;
         case 'Q':
             o.busy_budget = (int) parse_num(optarg, "-Q", 1, 65535);
+            break;
+        case 'M':
+            o.msg_bytes = (size_t) parse_num(optarg, "-M", 1, 1L << 30);
             break;
         case 'h':
             usage(0);
