@@ -75,8 +75,9 @@ int usnic_frag_lists_init(usnic_module_t *module)
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
-    rc = seg_list_init(module, &module->ack_segs, 1, USNIC_SEG_ACK, USNIC_CHAN_PRIO,
-                       USNIC_HDR_LEN_ACK + sizeof(struct usnic_sack), 64, -1);
+    rc =
+        seg_list_init(module, &module->ack_segs, 1, USNIC_SEG_ACK, USNIC_CHAN_PRIO,
+                      USNIC_HDR_LEN_ACK + USNIC_SACK_WORDS_MAX * sizeof(struct usnic_sack), 64, -1);
     if (OPAL_SUCCESS != rc) {
         return rc;
     }

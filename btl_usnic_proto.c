@@ -52,14 +52,18 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max
     if (USNIC_PKT_ACK == hdr->type && 0 == (hdr->flags & USNIC_PKT_FLAG_ACK)) {
         return USNIC_DROP_TYPE;
     }
-    if (USNIC_PKT_ACK != hdr->type && 0 != (hdr->flags & USNIC_PKT_FLAG_SACK)) {
+    if (USNIC_PKT_ACK != hdr->type &&
+        0 != (hdr->flags & (USNIC_PKT_FLAG_SACK | USNIC_PKT_FLAG_SACK_MORE))) {
         return USNIC_DROP_TYPE;
     }
     if (len < hlen || (uint64_t) hdr->payload_len != (uint64_t) (len - hlen)) {
         return USNIC_DROP_LENGTH;
     }
     if (USNIC_PKT_ACK == hdr->type &&
-        hdr->payload_len != ((hdr->flags & USNIC_PKT_FLAG_SACK) ? sizeof(struct usnic_sack) : 0u)) {
+        ((hdr->flags & USNIC_PKT_FLAG_SACK)
+             ? (0 == hdr->payload_len || 0 != hdr->payload_len % sizeof(struct usnic_sack) ||
+                hdr->payload_len > USNIC_SACK_WORDS_MAX * sizeof(struct usnic_sack))
+             : 0 != hdr->payload_len)) {
         return USNIC_DROP_LENGTH;
     }
 
@@ -69,6 +73,8 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max
     view->sack = (USNIC_PKT_ACK == hdr->type && (hdr->flags & USNIC_PKT_FLAG_SACK))
                      ? (const void *) (bytes + hlen)
                      : NULL;
+    view->sack_words =
+        (NULL != view->sack) ? hdr->payload_len / (uint32_t) sizeof(struct usnic_sack) : 0u;
     view->payload = bytes + hlen;
     view->payload_len = hdr->payload_len;
 
@@ -115,7 +121,7 @@ static uint64_t pkt_mac(const uint8_t *buf, size_t len, const uint8_t *zc, size_
     size_t n = 0;
 
     _Static_assert(USNIC_HDR_LEN_PUT >= USNIC_HDR_LEN_ACK + sizeof(struct usnic_sack),
-                   "the PUT headers are the longest MACed extension");
+                   "an ACK with a one-word SACK takes the short path too");
     if (!full && mac_hdr <= USNIC_HDR_LEN_PUT) {
         /* the common case (auth header): at most 44 + 32 bytes, put
          * together on the stack and hashed in one go, which is cheaper
@@ -249,7 +255,8 @@ size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen)
         struct usnic_sack sk;
         int m;
         memcpy(&sk, bytes + sizeof(hdr), sizeof(sk));
-        m = snprintf(out + n, outlen - (size_t) n, " sack=0x%016llx", (unsigned long long) sk.bits);
+        m = snprintf(out + n, outlen - (size_t) n, " sack=0x%016llx%s",
+                     (unsigned long long) sk.bits, hdr.payload_len > sizeof(sk) ? "..." : "");
         if (m > 0) {
             n += m;
         }

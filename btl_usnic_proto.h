@@ -27,9 +27,12 @@
  *
  * followed, by packet type, by:
  *
- *   ACK    nothing (payload_len == 0), or with USNIC_PKT_FLAG_SACK an
- *          8-byte selective-ACK bitmap (struct usnic_sack): bit i set means
- *          sequence number ack_seq + 2 + i arrived (ack_seq + 1 never did).
+ *   ACK    nothing (payload_len == 0), or with USNIC_PKT_FLAG_SACK a
+ *          selective ACK of 1 to USNIC_SACK_WORDS_MAX 8-byte bitmaps
+ *          (struct usnic_sack): bit i of word w set means sequence number
+ *          ack_seq + 2 + 64 w + i arrived (ack_seq + 1 never did).  With
+ *          USNIC_PKT_FLAG_SACK_MORE the receiver holds segments beyond the
+ *          last word too (its window is wider than the SACK can describe).
  *   FRAG   payload: one whole PML fragment (PML header + data).
  *   CHUNK  chunk header, then payload: bytes [offset, offset+payload_len)
  *          of PML fragment msg_id, which is msg_len bytes long in total.
@@ -94,6 +97,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "btl_usnic_rel.h"
 #include "btl_usnic_seq.h"
 
 /* Bump on any change to this file's structs or their meaning. */
@@ -125,8 +129,11 @@ enum usnic_pkt_type {
  * comes through another of the sender's modules (a detour), and the
  * receiver should answer the same way (btl_usnic_chan_ofi.c) */
 #define USNIC_PKT_FLAG_LINK_DOWN 0x08u
+/* ACK packet only: segments arrived beyond what its SACK (if any) reports */
+#define USNIC_PKT_FLAG_SACK_MORE 0x10u
 #define USNIC_PKT_FLAGS_KNOWN                                                                      \
-    (USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ | USNIC_PKT_FLAG_SACK | USNIC_PKT_FLAG_LINK_DOWN)
+    (USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ | USNIC_PKT_FLAG_SACK |                           \
+     USNIC_PKT_FLAG_LINK_DOWN | USNIC_PKT_FLAG_SACK_MORE)
 
 struct usnic_pkt_hdr {
     uint8_t version;      /* USNIC_PROTO_VERSION */
@@ -174,9 +181,12 @@ struct usnic_put_hdr {
 _Static_assert(sizeof(struct usnic_put_hdr) == 16, "usnic_put_hdr is 16 bytes on the wire");
 
 struct usnic_sack {
-    uint64_t bits; /* bit i: ack_seq + 2 + i was received */
+    uint64_t bits; /* word w of a SACK: bit i: ack_seq + 2 + 64 w + i was received */
 };
 _Static_assert(sizeof(struct usnic_sack) == 8, "usnic_sack is 8 bytes on the wire");
+/* Words of one SACK, at most: 1024 sequence numbers after the gap. */
+#define USNIC_SACK_WORDS_MAX 16
+_Static_assert(USNIC_SACK_WORDS_MAX == USNIC_REL_SACK_WORDS_MAX, "the core reads every word");
 
 /* Header bytes before the payload, by type. */
 #define USNIC_HDR_LEN_ACK (sizeof(struct usnic_pkt_hdr))
@@ -221,6 +231,7 @@ struct usnic_pkt_view {
     const struct usnic_chunk_hdr *chunk; /* CHUNK and PUT, else NULL */
     const struct usnic_put_hdr *put;     /* PUT, else NULL */
     const struct usnic_sack *sack;       /* ACK with USNIC_PKT_FLAG_SACK, else NULL */
+    uint32_t sack_words;                 /* its words (payload_len / 8), else 0 */
     const uint8_t *payload;
     uint32_t payload_len;
 };

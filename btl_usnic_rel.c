@@ -289,16 +289,16 @@ static void detect_losses(struct usnic_rel *rel, uint64_t now)
     }
 }
 
-/* Release reported segments of a SACK bitmap; returns how many, and in
- * *rtt the round trip of the newest of them sent only once (0: none). */
-static int sack_release(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits, uint64_t now,
-                        uint64_t *rtt)
+/* Release reported segments of a SACK word (bit i: first + i); returns
+ * how many, and in *rtt the round trip of the newest of them sent only
+ * once (unchanged: none newer than *newest). */
+static int sack_release(struct usnic_rel *rel, usnic_seq_t first, uint64_t bits, uint64_t now,
+                        uint64_t *newest, uint64_t *rtt)
 {
     int released = 0;
-    uint64_t newest = 0;
 
-    for (int i = 0; i < USNIC_REL_SACK_BITS && 0 != (bits >> i); i++) {
-        usnic_seq_t s = ack + 2u + (uint32_t) i;
+    for (int i = 0; i < USNIC_REL_SACK_WORD_BITS && 0 != (bits >> i); i++) {
+        usnic_seq_t s = first + (uint32_t) i;
         struct usnic_rel_seg **slot;
         if (!(bits & ((uint64_t) 1 << i))) {
             continue;
@@ -310,8 +310,8 @@ static int sack_release(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits, u
         if (NULL != *slot) {
             struct usnic_rel_seg *seg = *slot;
             note_delivered(rel, seg, now);
-            if (1 == seg->sends && seg->xmit_ts >= newest) {
-                newest = seg->xmit_ts; /* a receiver reports a hole at once */
+            if (1 == seg->sends && seg->xmit_ts >= *newest) {
+                *newest = seg->xmit_ts; /* a receiver reports a hole at once */
                 *rtt = now - seg->xmit_ts;
             }
             *slot = NULL;
@@ -326,7 +326,15 @@ static int sack_release(struct usnic_rel *rel, usnic_seq_t ack, uint64_t bits, u
 int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, uint64_t sack_bits,
                      uint32_t ts_echo, uint64_t now)
 {
-    uint64_t sack_rtt = 0;
+    return usnic_rel_tx_ack_sack(rel, ack, explicit_ack, &sack_bits, 0 != sack_bits ? 1u : 0u,
+                                 false, ts_echo, now);
+}
+
+int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack,
+                          const void *sack, unsigned nwords, bool more, uint32_t ts_echo,
+                          uint64_t now)
+{
+    uint64_t sack_rtt = 0, sack_newest = 0;
     int released = 0;
     bool advanced, answer;
 
@@ -335,8 +343,15 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
         return -1;
     }
     advanced = usnic_seq_gt(ack, rel->tx.acked);
-    answer = rel->tx.ping.waiting && 0 != ts_echo && ts_echo == rel->tx.ping.ts;
-    if (!advanced && !answer && explicit_ack && 0 == sack_bits && ack == rel->tx.acked &&
+    /* Only an ACK packet answers our ping: it carries the receiver's whole
+     * state (SACK and "more").  A data packet echoes the ping's stamp too,
+     * but its cumulative ACK says nothing about what arrived beyond the gap;
+     * taken for an answer, it had everything sent before the ping resent. */
+    answer = explicit_ack && rel->tx.ping.waiting && 0 != ts_echo && ts_echo == rel->tx.ping.ts;
+    if (nwords > USNIC_REL_SACK_WORDS_MAX) {
+        nwords = USNIC_REL_SACK_WORDS_MAX; /* the parser allows no more */
+    }
+    if (!advanced && !answer && explicit_ack && 0 == nwords && ack == rel->tx.acked &&
         usnic_rel_tx_inflight(rel) > 0) {
         /* a repeat of the current edge, sent as an explicit ACK while data
          * is outstanding, says "I am missing acked+1": resend it, once.
@@ -367,8 +382,13 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
     }
     /* a bitmap that came with an older edge is stale: the cumulative ACK
      * has moved past the hole it describes */
-    if (0 != sack_bits && usnic_seq_ge(ack, rel->tx.acked)) {
-        released += sack_release(rel, ack, sack_bits, now, &sack_rtt);
+    if (0 != nwords && usnic_seq_ge(ack, rel->tx.acked)) {
+        for (unsigned w = 0; w < nwords; w++) {
+            uint64_t bits;
+            memcpy(&bits, (const uint8_t *) sack + 8u * w, sizeof(bits));
+            released += sack_release(rel, ack + 2u + USNIC_REL_SACK_WORD_BITS * w, bits, now,
+                                     &sack_newest, &sack_rtt);
+        }
     }
     if (answer) {
         /* our ping arrived: it counts as a delivered packet of its lane,
@@ -382,12 +402,17 @@ int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, 
             rel->tx.rack.rtt = rtt;
         }
         /* Everything of the lane sent before the ping has arrived or is
-         * lost, but the answer can only tell which up to the end of its SACK
-         * bitmap: beyond it, the receiver may hold segments it cannot report.
-         * Taking those for losses resent most of a wide window (MTU 1500: a
-         * 1 MiB message is 744 segments) for every probe. */
-        usnic_seq_t reach = ack + 2u + USNIC_REL_SACK_BITS;
-        usnic_seq_t end = usnic_seq_lt(rel->tx.ping.next, reach) ? rel->tx.ping.next : reach;
+         * lost, but when the receiver holds more than its SACK could say
+         * ("more"), the answer tells which only up to the end of the SACK.
+         * Taking the rest for losses resent most of a wide window for every
+         * probe (MTU 1500: a 1 MiB message is 744 segments). */
+        usnic_seq_t end = rel->tx.ping.next;
+        if (more) {
+            usnic_seq_t reach = ack + 2u + USNIC_REL_SACK_WORD_BITS * nwords;
+            if (usnic_seq_lt(reach, end)) {
+                end = reach;
+            }
+        }
         if (usnic_seq_gt(end, rel->tx.rack.end)) {
             rel->tx.rack.end = end;
         }
@@ -540,19 +565,43 @@ void usnic_rel_rx_commit(struct usnic_rel *rel, usnic_seq_t seq, uint32_t ts, ui
     }
 }
 
-uint64_t usnic_rel_rx_sack_bits(const struct usnic_rel *rel)
+unsigned usnic_rel_rx_sack(const struct usnic_rel *rel, uint64_t *words, unsigned max, bool *more)
 {
     uint32_t mask = rel->rx.win_size - 1u;
-    uint64_t bits = 0;
     int32_t span = usnic_seq_diff(rel->rx.highest, rel->rx.expected);
+    unsigned n = 0;
 
-    /* bit i <-> expected + 1 + i, i.e. (ack = expected - 1) + 2 + i */
-    for (int32_t i = 0; i < span && i < USNIC_REL_SACK_BITS; i++) {
-        if (rel->rx.seen[(rel->rx.expected + 1u + (uint32_t) i) & mask]) {
-            bits |= (uint64_t) 1 << i;
+    if (max > USNIC_REL_SACK_WORDS_MAX) {
+        max = USNIC_REL_SACK_WORDS_MAX;
+    }
+    /* bit i of word w <-> expected + 1 + 64 w + i, i.e. (ack = expected - 1)
+     * + 2 + 64 w + i; highest = expected + span */
+    *more = span > (int32_t) (USNIC_REL_SACK_WORD_BITS * max);
+    for (unsigned w = 0; w < max && (int32_t) (USNIC_REL_SACK_WORD_BITS * w) < span; w++) {
+        uint64_t bits = 0;
+        for (uint32_t i = 0; i < USNIC_REL_SACK_WORD_BITS; i++) {
+            int32_t k = (int32_t) (USNIC_REL_SACK_WORD_BITS * w + i);
+            if (k >= span) {
+                break;
+            }
+            if (rel->rx.seen[(rel->rx.expected + 1u + (uint32_t) k) & mask]) {
+                bits |= (uint64_t) 1 << i;
+            }
+        }
+        words[w] = bits;
+        if (0 != bits) {
+            n = w + 1;
         }
     }
-    return bits;
+    return n;
+}
+
+uint64_t usnic_rel_rx_sack_bits(const struct usnic_rel *rel)
+{
+    uint64_t bits = 0;
+    bool more;
+
+    return (0 != usnic_rel_rx_sack(rel, &bits, 1, &more)) ? bits : 0;
 }
 
 void usnic_rel_rx_duplicate(struct usnic_rel *rel, uint32_t ts)

@@ -93,9 +93,11 @@
 
 /* Lanes tracked separately by the loss detection (lane numbers are taken modulo this). */
 #define USNIC_REL_LANES 4
-/* Sequence numbers a SACK bitmap describes: ack + 2 .. ack + 1 + this.  An
- * ACK says nothing about a segment beyond them, received or not. */
-#define USNIC_REL_SACK_BITS 64
+/* A SACK is 1 to USNIC_REL_SACK_WORDS_MAX 64-bit words: bit i of word w
+ * says ack + 2 + 64 w + i arrived.  With "more", the receiver also holds
+ * segments beyond them, of which the ACK says nothing. */
+#define USNIC_REL_SACK_WORD_BITS 64
+#define USNIC_REL_SACK_WORDS_MAX 16
 
 /* Embedded in the transport's send segment. */
 struct usnic_rel_seg {
@@ -273,6 +275,13 @@ void usnic_rel_tx_sent(struct usnic_rel *rel, struct usnic_rel_seg *seg, uint64_
  */
 int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, uint64_t sack_bits,
                      uint32_t ts_echo, uint64_t now);
+/* The same with a SACK of nwords words (0: none) at sack, which need not be
+ * aligned, and the receiver's "more" (USNIC_REL_SACK_WORDS_MAX above).  An
+ * answer to our ping declares lost only what the SACK describes when more
+ * is set; usnic_rel_tx_ack() is this with more = false. */
+int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack,
+                          const void *sack, unsigned nwords, bool more, uint32_t ts_echo,
+                          uint64_t now);
 
 /* Handing the segment to the wire failed: queue it for resend (not counted as a retransmit). */
 void usnic_rel_tx_send_failed(struct usnic_rel *rel, struct usnic_rel_seg *seg);
@@ -348,6 +357,11 @@ static inline usnic_seq_t usnic_rel_rx_ack_value(const struct usnic_rel *rel)
 
 /* The SACK bitmap to send with usnic_rel_rx_ack_value() (0: nothing beyond the gap). */
 uint64_t usnic_rel_rx_sack_bits(const struct usnic_rel *rel);
+/* The SACK to send with usnic_rel_rx_ack_value(): at most max words (1 ..
+ * USNIC_REL_SACK_WORDS_MAX) into words, trailing empty words left out;
+ * returns how many (0: nothing arrived beyond the gap within them).  *more:
+ * segments arrived beyond the last word it could fill. */
+unsigned usnic_rel_rx_sack(const struct usnic_rel *rel, uint64_t *words, unsigned max, bool *more);
 
 /* Must an explicit ACK go out now? */
 static inline bool usnic_rel_ack_due(const struct usnic_rel *rel, uint64_t now, uint64_t delay)

@@ -171,8 +171,9 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
             ops->ack_rx(t, c.ep, false);
             return USNIC_PKT_OK;
         }
-        released = usnic_rel_tx_ack(c.rel, hdr->ack_seq, true, (NULL != v.sack) ? v.sack->bits : 0,
-                                    hdr->ts_echo, p->now);
+        released = usnic_rel_tx_ack_sack(c.rel, hdr->ack_seq, true, v.sack, v.sack_words,
+                                         0 != (hdr->flags & USNIC_PKT_FLAG_SACK_MORE), hdr->ts_echo,
+                                         p->now);
         if (released < 0) {
             ops->drop(t, c.ep, USNIC_DROP_ACK_RANGE);
             return USNIC_DROP_ACK_RANGE;

@@ -461,7 +461,12 @@ static int send_ack_packet(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
 {
     usnic_seg_t *seg;
     struct usnic_pkt_hdr *hdr;
-    uint64_t sack;
+    uint64_t sack[USNIC_SACK_WORDS_MAX];
+    /* as many words as the peer's channel takes in one datagram (its MTU
+     * is ours); the priority channel holds at least one */
+    size_t room = (module->chan[cid].mtu - USNIC_HDR_LEN_ACK) / sizeof(struct usnic_sack);
+    unsigned nwords;
+    bool more;
     int rc;
 
     if (module->chan[cid].tx_credits <= 0) {
@@ -472,16 +477,21 @@ static int send_ack_packet(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
         return OPAL_ERR_RESOURCE_BUSY;
     }
     hdr = (struct usnic_pkt_hdr *) seg->buf;
-    sack = usnic_rel_rx_sack_bits(&ep->rel);
-    usnic_pkt_hdr_init(module, hdr, USNIC_PKT_ACK, 0, 0 != sack ? sizeof(struct usnic_sack) : 0, 0);
+    nwords = usnic_rel_rx_sack(&ep->rel, sack,
+                               room < USNIC_SACK_WORDS_MAX ? (unsigned) room : USNIC_SACK_WORDS_MAX,
+                               &more);
+    usnic_pkt_hdr_init(module, hdr, USNIC_PKT_ACK, 0, nwords * (uint32_t) sizeof(struct usnic_sack),
+                       0);
     (void) fill_ack(ep, hdr);
     seg->hdr_len = (uint32_t) USNIC_HDR_LEN_ACK;
-    if (0 != sack) {
-        struct usnic_sack *sk = (struct usnic_sack *) (seg->buf + USNIC_HDR_LEN_ACK);
+    if (0 != nwords) {
         hdr->flags |= USNIC_PKT_FLAG_SACK;
-        sk->bits = sack;
-        seg->hdr_len += (uint32_t) sizeof(*sk);
+        memcpy(seg->buf + USNIC_HDR_LEN_ACK, sack, nwords * sizeof(struct usnic_sack));
+        seg->hdr_len += nwords * (uint32_t) sizeof(struct usnic_sack);
         module->stats.sacks_tx++;
+    }
+    if (more) {
+        hdr->flags |= USNIC_PKT_FLAG_SACK_MORE;
     }
     /* Every ACK packet to a peer is stamped later than the one before (the
      * receiver takes one that is not as a copy: btl_usnic_rel.h); a ping

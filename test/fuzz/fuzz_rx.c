@@ -879,25 +879,36 @@ static void push_seg(struct fz *f, struct fz_peer *p, uint8_t lane, unsigned sen
     }
 }
 
-/* The ACK the transport would send now: the last in-order number, and a
- * bitmap of exactly the numbers received beyond the gap. */
+/* The ACK the transport would send now: the last in-order number, and
+ * SACK words of exactly the numbers received beyond the gap, the last word
+ * not empty, "more" exactly when something arrived beyond the words. */
 static void check_ack(const struct fz_peer *p)
 {
     const struct usnic_rel *r = &p->rel;
     uint64_t bits = usnic_rel_rx_sack_bits(r);
+    uint64_t w[USNIC_REL_SACK_WORDS_MAX];
+    bool more;
+    unsigned n = usnic_rel_rx_sack(r, w, USNIC_REL_SACK_WORDS_MAX, &more);
     usnic_seq_t ack = usnic_rel_rx_ack_value(r);
+    const uint32_t all = USNIC_REL_SACK_WORD_BITS * USNIC_REL_SACK_WORDS_MAX;
 
     CHECK(ack == r->rx.expected - 1u);
     CHECK(usnic_rel_rx_check(r, ack) == USNIC_RX_DUP);
-    for (uint32_t i = 0; i < 64; i++) {
+    CHECK(n <= USNIC_REL_SACK_WORDS_MAX);
+    CHECK(0 == n || 0 != w[n - 1]);
+    CHECK(bits == (0 != n ? w[0] : 0));
+    for (uint32_t i = 0; i < all; i++) {
         usnic_seq_t s = ack + 2u + i;
         bool seen = usnic_seq_le(s, r->rx.highest) && usnic_seq_diff(s, r->rx.expected) >= 0 &&
                     usnic_seq_diff(s, r->rx.expected) < (int32_t) r->rx.win_size &&
                     USNIC_RX_DUP == usnic_rel_rx_check(r, s);
-        CHECK(!!(bits & ((uint64_t) 1 << i)) == seen);
+        uint32_t wi = i / USNIC_REL_SACK_WORD_BITS;
+        bool reported = wi < n && (w[wi] & ((uint64_t) 1 << (i % USNIC_REL_SACK_WORD_BITS)));
+        CHECK(reported == seen);
     }
+    CHECK(more == (usnic_seq_diff(r->rx.highest, r->rx.expected) > (int32_t) all));
     if (usnic_seq_lt(r->rx.highest, r->rx.expected)) {
-        CHECK(0 == bits);
+        CHECK(0 == bits && 0 == n && !more);
     }
 }
 

@@ -442,6 +442,7 @@ void sim_cfg_default(struct sim_cfg *c)
     c->reasm_slots = 64;
     c->max_payload = 1400;
     c->max_msg_len = 1u << 20;
+    c->sack_words = USNIC_SACK_WORDS_MAX;
     c->module_id[0] = 0x10A;
     c->module_id[1] = 0x10B;
     c->key[0] = 0x0123456789ABCDEFull;
@@ -732,14 +733,15 @@ static bool post_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg, bool
 static void send_ack_ts(struct sim *s, struct sim_ep *ep, uint32_t ping_ts)
 {
     struct usnic_pkt_hdr h;
-    struct usnic_sack sk;
-    uint64_t buf[(USNIC_HDR_LEN_ACK + sizeof(struct usnic_sack)) / 8];
+    uint64_t sk[USNIC_SACK_WORDS_MAX];
+    uint64_t buf[(USNIC_HDR_LEN_ACK + sizeof(sk)) / 8];
     size_t len;
+    bool more;
+    unsigned nw = usnic_rel_rx_sack(&ep->rel, sk, s->cfg.no_sack ? 0u : s->cfg.sack_words, &more);
 
-    sk.bits = s->cfg.no_sack ? 0 : usnic_rel_rx_sack_bits(&ep->rel);
     sim_hdr_init(&h, USNIC_PKT_ACK,
-                 USNIC_PKT_FLAG_ACK | (sk.bits ? USNIC_PKT_FLAG_SACK : 0) |
-                     (ping_ts ? USNIC_PKT_FLAG_ACK_REQ : 0),
+                 USNIC_PKT_FLAG_ACK | (nw ? USNIC_PKT_FLAG_SACK : 0) |
+                     (more ? USNIC_PKT_FLAG_SACK_MORE : 0) | (ping_ts ? USNIC_PKT_FLAG_ACK_REQ : 0),
                  0, ep->module_id, ep->key, 0, usnic_rel_rx_ack_value(&ep->rel));
     /* as the BTL stamps them: each ACK packet later than the one before,
      * a ping with the time it leaves (its answer echoes that) */
@@ -752,14 +754,14 @@ static void send_ack_ts(struct sim *s, struct sim_ep *ep, uint32_t ping_ts)
         ep->rel.tx.ping.ts = h.ts;
     }
     h.ts_echo = ep->rel.rx.ts_recent;
-    len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, &sk, sk.bits ? sizeof(sk) : 0);
+    len = sim_pkt_build(buf, sizeof(buf), &h, NULL, NULL, sk, nw * sizeof(sk[0]));
     sim_seal(s, ep->idx, buf, len);
     xmit(s, ep, (const uint8_t *) buf, len);
     usnic_rel_ack_sent(&ep->rel);
     if (!ping_ts) {
         ep->st.tx_acks++;
     }
-    if (sk.bits) {
+    if (nw) {
         ep->st.tx_sacks++;
     }
 }

@@ -128,6 +128,7 @@ struct sim_cfg {
     double send_fail;         /* fraction of posts that fail locally (usnic_rel_tx_send_failed) */
     bool ack_req_on_full;     /* set USNIC_PKT_FLAG_ACK_REQ on the segment that fills the window */
     bool no_sack;             /* explicit ACKs never carry a selective-ACK bitmap */
+    unsigned sack_words;      /* words of a SACK at most (1 .. USNIC_SACK_WORDS_MAX) */
 };
 
 struct sim_msg {

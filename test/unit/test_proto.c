@@ -216,9 +216,10 @@ static void test_parse_malformed(void)
     len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK_REQ, NULL, NULL, NULL, 0);
     expect_reason("malformed/ack_with_only_ack_req", buf, len, MAXMSG, USNIC_DROP_TYPE);
 
-    /* selective ACKs: ACK packets only, exactly one bitmap */
+    /* selective ACKs: ACK packets only, 1 to USNIC_SACK_WORDS_MAX whole words */
     {
         struct usnic_sack sk = {1};
+        uint8_t words[(USNIC_SACK_WORDS_MAX + 1) * 8];
         struct usnic_chunk_hdr c1 = chunk_hdr(100, 0);
         len = mk(buf, USNIC_PKT_FRAG, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, pay, 8);
         expect_reason("malformed/sack_flag_on_frag", buf, len, MAXMSG, USNIC_DROP_TYPE);
@@ -226,8 +227,26 @@ static void test_parse_malformed(void)
         expect_reason("malformed/sack_flag_on_chunk", buf, len, MAXMSG, USNIC_DROP_TYPE);
         len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, NULL, 0);
         expect_reason("malformed/sack_flag_without_bitmap", buf, len, MAXMSG, USNIC_DROP_LENGTH);
-        len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, pay, 16);
+        memset(words, 0xA5, sizeof(words));
+        len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, words,
+                 USNIC_SACK_WORDS_MAX * 8);
+        expect_reason("wellformed/sack_of_max_words", buf, len, MAXMSG, USNIC_PKT_OK);
+        len = mk(buf, USNIC_PKT_ACK,
+                 USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK | USNIC_PKT_FLAG_SACK_MORE, NULL, NULL,
+                 words, 16);
+        expect_reason("wellformed/sack_of_two_words_and_more", buf, len, MAXMSG, USNIC_PKT_OK);
+        len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK_MORE, NULL, NULL,
+                 NULL, 0);
+        expect_reason("wellformed/more_without_sack", buf, len, MAXMSG, USNIC_PKT_OK);
+        len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, words,
+                 (USNIC_SACK_WORDS_MAX + 1) * 8);
         expect_reason("malformed/sack_bitmap_too_long", buf, len, MAXMSG, USNIC_DROP_LENGTH);
+        len =
+            mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, words, 12);
+        expect_reason("malformed/sack_of_a_word_and_a_half", buf, len, MAXMSG, USNIC_DROP_LENGTH);
+        len = mk(buf, USNIC_PKT_FRAG, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK_MORE, NULL, NULL,
+                 pay, 8);
+        expect_reason("malformed/sack_more_on_frag", buf, len, MAXMSG, USNIC_DROP_TYPE);
         len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK, NULL, NULL, &sk, 8);
         expect_reason("malformed/sack_bitmap_truncated", buf, len - 1, MAXMSG, USNIC_DROP_LENGTH);
         len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK, NULL, NULL, &sk, 8);
@@ -1360,13 +1379,17 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
         (uint64_t) h.payload_len + hl != len) {
         return false;
     }
-    /* a selective-ACK bitmap, only on ACK packets, is their whole payload */
-    if (USNIC_PKT_ACK != h.type && (h.flags & USNIC_PKT_FLAG_SACK)) {
+    /* a selective ACK (1 to USNIC_SACK_WORDS_MAX words), only on ACK
+     * packets, is their whole payload; "more" is for ACK packets too */
+    if (USNIC_PKT_ACK != h.type && (h.flags & (USNIC_PKT_FLAG_SACK | USNIC_PKT_FLAG_SACK_MORE))) {
         return false;
     }
     if (USNIC_PKT_ACK == h.type) {
-        return (h.flags & USNIC_PKT_FLAG_ACK) &&
-               h.payload_len == ((h.flags & USNIC_PKT_FLAG_SACK) ? sizeof(struct usnic_sack) : 0);
+        if (!(h.flags & USNIC_PKT_FLAG_SACK)) {
+            return (h.flags & USNIC_PKT_FLAG_ACK) && 0 == h.payload_len;
+        }
+        return (h.flags & USNIC_PKT_FLAG_ACK) && 0 != h.payload_len && 0 == h.payload_len % 8 &&
+               h.payload_len <= USNIC_SACK_WORDS_MAX * 8;
     }
     if (USNIC_PKT_FRAG == h.type) {
         return true;
@@ -1429,7 +1452,10 @@ static size_t random_valid(struct sim_rng *r, uint8_t *b, uint64_t max)
 
     if (USNIC_PKT_ACK == type && sim_rng_below(r, 2)) {
         flags |= USNIC_PKT_FLAG_SACK;
-        plen = sizeof(struct usnic_sack);
+        plen = (uint32_t) (sizeof(struct usnic_sack) * sim_rng_range(r, 1, USNIC_SACK_WORDS_MAX));
+    }
+    if (USNIC_PKT_ACK == type && sim_rng_below(r, 2)) {
+        flags |= USNIC_PKT_FLAG_SACK_MORE;
     }
     sim_msg_fill(sim_rng_next(r), 0, pay, plen);
     sim_hdr_init(&h, type, flags, (unsigned) sim_rng_below(r, 256), (uint32_t) sim_rng_next(r), KEY,

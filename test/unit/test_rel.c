@@ -1024,6 +1024,41 @@ static void test_rel_sack_rx(void)
     bits = usnic_rel_rx_sack_bits(&rel);
     check(bits == (1ull << 63), "sack/rx_bitmap_capped_at_64", "bits=%#" PRIx64, bits);
     usnic_rel_fini(&rel);
+
+    /* several words: word w bit i <-> expected + 1 + 64 w + i; trailing empty
+     * words left out; "more" when something arrived beyond the last word */
+    {
+        uint64_t w[USNIC_REL_SACK_WORDS_MAX + 1];
+        unsigned n1, n2, n16, nall;
+        bool more1, more2, more16, moreall;
+
+        rel_setup(&rel, &r, 4096, 0, 0, 3);
+        usnic_rel_rx_commit(&rel, 1, 0, 0);  /* word 0 bit 0 */
+        usnic_rel_rx_commit(&rel, 71, 0, 0); /* word 1 bit 6 */
+        n2 = usnic_rel_rx_sack(&rel, w, 2, &more2);
+        ok = 2 == n2 && !more2 && w[0] == 1 && w[1] == (1ull << 6);
+        n16 = usnic_rel_rx_sack(&rel, w, USNIC_REL_SACK_WORDS_MAX, &more16);
+        ok = ok && 2 == n16 && !more16;
+        n1 = usnic_rel_rx_sack(&rel, w, 1, &more1);
+        ok = ok && 1 == n1 && more1 && w[0] == 1;
+        check(ok, "sack/rx_words_trimmed_and_more_beyond_the_last",
+              "n2=%u more2=%d n16=%u more16=%d n1=%u more1=%d", n2, more2, n16, more16, n1, more1);
+        usnic_rel_rx_commit(&rel, 1001, 0, 0); /* word 15 bit 40 */
+        usnic_rel_rx_commit(&rel, 1100, 0, 0); /* beyond 16 words */
+        memset(w, 0, sizeof(w));
+        nall = usnic_rel_rx_sack(&rel, w, USNIC_REL_SACK_WORDS_MAX + 1, &moreall);
+        ok = USNIC_REL_SACK_WORDS_MAX == nall && moreall && w[15] == (1ull << 40) && 0 == w[14] &&
+             0 == w[16];
+        check(ok, "sack/rx_words_at_most_16", "n=%u more=%d w15=%#" PRIx64 " w16=%#" PRIx64, nall,
+              moreall, w[15], w[16]);
+        /* nothing in the words but something beyond: no words, "more" */
+        usnic_rel_fini(&rel);
+        rel_setup(&rel, &r, 4096, 0, 0, 3);
+        usnic_rel_rx_commit(&rel, 300, 0, 0);
+        n2 = usnic_rel_rx_sack(&rel, w, 2, &more2);
+        check(0 == n2 && more2, "sack/rx_no_words_more_beyond", "n=%u more=%d", n2, more2);
+        usnic_rel_fini(&rel);
+    }
 }
 
 /* Sender side of selective ACKs: release what arrived, exactly once. */
@@ -1085,6 +1120,36 @@ static void test_rel_sack_tx(void)
           "sack/tx_timeout_pings_behind_oldest_held", "ok=%d pings=%d lane=%u", ok, r.pings,
           r.ping_lane);
     usnic_rel_fini(&rel);
+
+    /* a SACK of two words (unaligned in the packet) releases from both; a
+     * ping's answer with "more" declares lost only what its words cover */
+    {
+        struct usnic_rel_seg many[200] = {{0}};
+        uint8_t raw[1 + 2 * 8];
+        uint64_t w[2] = {1ull << 3, 1ull << 1}; /* 100 + 2 + 3 = 105; 100 + 2 + 64 + 1 = 167 */
+
+        rel_setup(&rel, &r, 256, 1, 0, 0);
+        push_sent_at(&rel, many, 200, 10); /* 1..200 */
+        ok = usnic_rel_tx_ack(&rel, 100, false, 0, 0, 20) == 100;
+        memcpy(raw + 1, w, sizeof(w));
+        n = usnic_rel_tx_ack_sack(&rel, 100, true, raw + 1, 2, true, 0, 30);
+        ok = ok && n == 2 && rel.stats.sacked == 2 && NULL == rel.tx.win[105 & 255] &&
+             NULL == rel.tx.win[167 & 255] && NULL != rel.tx.win[104 & 255];
+        check(ok, "sack/tx_two_words_release_from_both", "n=%d sacked=%" PRIu64, n,
+              rel.stats.sacked);
+        /* the probe goes out behind 200; the answer has one word (102..165)
+         * and "more".  Lost are the segments the SACKs described as missing,
+         * up to 167, the newest known to have arrived: 101..166 but 105, 65
+         * of them; 168..200 may have arrived (without "more": 98 resends,
+         * all of 101..200 but 105 and 167) */
+        usnic_rel_tx_timer(&rel, rel.tx.deadline);
+        n = r.resends;
+        usnic_rel_tx_ack_sack(&rel, 100, true, raw + 1, 1, true, r.ping_ts, 5000);
+        check(1 == r.pings && r.resends - n == 65,
+              "sack/tx_answer_with_more_resends_only_within_reach", "pings=%d resends=%d", r.pings,
+              r.resends - n);
+        usnic_rel_fini(&rel);
+    }
 }
 
 /* ================================================================ simulated connections */
@@ -1662,7 +1727,8 @@ static void test_tail_loss(void)
  * at MTU 1500 with 1% loss: 7-8 resends per lost datagram, 88% of them
  * duplicates).
  */
-static void sack_reach_case(const char *label, uint64_t seed, double loss, bool put)
+static void sack_reach_case(const char *label, uint64_t seed, double loss, bool put, unsigned words,
+                            bool both)
 {
     struct sim_cfg cfg;
     struct sim s;
@@ -1679,6 +1745,7 @@ static void sack_reach_case(const char *label, uint64_t seed, double loss, bool 
     cfg.max_msg_len = 4u << 20;
     cfg.tx_win[0] = cfg.rx_win[0] = cfg.tx_win[1] = cfg.rx_win[1] = 1024;
     cfg.reasm_slots = 1024;
+    cfg.sack_words = words;
     sim_init(&s, &cfg);
     if (put) {
         zone_init(&s, SIM_B, &zb, (size_t) 12 << 20);
@@ -1690,13 +1757,24 @@ static void sack_reach_case(const char *label, uint64_t seed, double loss, bool 
             sim_send(&s, SIM_A, (1u << 20) - 100u * (uint64_t) k, (uint8_t) k);
         }
     }
+    if (both) {
+        /* B sends small messages all along (as a receiving MPI rank sends
+         * its PML's control messages): its data packets carry cumulative
+         * ACKs and echo A's pings, and A's carry B's */
+        for (int k = 0; k < 400 && sim_step(&s); k++) {
+            uint64_t until = s.now + 20 * US;
+            sim_send(&s, SIM_B, 48 + (uint64_t) k % 40, (uint8_t) k);
+            while (s.now < until && sim_step(&s)) {
+            }
+        }
+    }
     rc = sim_run(&s, SIM_LIMIT_NS);
     sim_summary(&s, sum, sizeof(sum));
     rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
     snprintf(name, sizeof(name), "sack_reach/%s/delivered_exactly_once", label);
     check(0 == rc, name, "%s %s; %s", why, s.err, sum);
-    dups = s.ep[1].drops[USNIC_DROP_DUPLICATE];
-    resent = s.ep[0].st.tx_resent;
+    dups = s.ep[1].drops[USNIC_DROP_DUPLICATE] + s.ep[0].drops[USNIC_DROP_DUPLICATE];
+    resent = s.ep[0].st.tx_resent + s.ep[1].st.tx_resent;
     snprintf(name, sizeof(name), "sack_reach/%s/resends_only_what_was_lost", label);
     /* a resend whose first copy arrived is a duplicate at B; allow a few
      * (a resend racing its own SACK) */
@@ -1715,9 +1793,18 @@ static void sack_reach_case(const char *label, uint64_t seed, double loss, bool 
 
 static void test_sack_reach(void)
 {
-    sack_reach_case("send_loss1", 0x5101, 0.01, false);
-    sack_reach_case("put_loss1", 0x5102, 0.01, true);
-    sack_reach_case("put_loss5", 0x5103, 0.05, true);
+    /* one word: most of the window lies beyond the SACK ("more") */
+    sack_reach_case("send_loss1_1word", 0x5101, 0.01, false, 1, false);
+    sack_reach_case("put_loss1_1word", 0x5102, 0.01, true, 1, false);
+    sack_reach_case("put_loss5_1word", 0x5103, 0.05, true, 1, false);
+    /* as the BTL sends them: up to 16 words, 1024 sequence numbers */
+    sack_reach_case("send_loss1", 0x5104, 0.01, false, USNIC_SACK_WORDS_MAX, false);
+    sack_reach_case("put_loss1", 0x5105, 0.01, true, USNIC_SACK_WORDS_MAX, false);
+    sack_reach_case("put_loss5", 0x5106, 0.05, true, USNIC_SACK_WORDS_MAX, false);
+    /* small messages back all along: pings echoed by data packets too */
+    sack_reach_case("put_loss1_both_ways", 0x5107, 0.01, true, USNIC_SACK_WORDS_MAX, true);
+    sack_reach_case("put_loss5_both_ways", 0x5108, 0.05, true, USNIC_SACK_WORDS_MAX, true);
+    sack_reach_case("put_loss5_1word_both_ways", 0x5109, 0.05, true, 1, true);
 }
 
 static void test_fast_retransmit(void)
