@@ -67,7 +67,8 @@
  *   outwin      the same with seq outside the window, +-2^31, random
  *   ack         forged ACKs (explicit and piggy-backed) with ack_seq around
  *               the real values, pings (ACK_REQ), ts_echo values
- *   sack        forged ACKs with random SACK bitmaps
+ *   sack        forged ACKs with random SACK bitmaps of 1 to 16 words, with
+ *               and without SACK_MORE
  *   put         PUTs to live captured registration keys with new offsets,
  *               to guessed and to random keys
  *   chunk       CHUNKs overlapping a live genuine message's chunks (its
@@ -149,6 +150,7 @@
 #define F_ACK 0x01
 #define F_ACKREQ 0x02
 #define F_SACK 0x04
+#define F_SACK_MORE 0x10 /* 0x08 is LINK_DOWN */
 
 #define TOS_MARK 0x28
 #define MAXPKT 65536
@@ -835,7 +837,7 @@ static void field_variant(int t, int v, uint64_t key, uint32_t hint)
         break;
     case 2: /* unknown flag bits */
         len = craft(type, key, hint, room(t, type));
-        put8(pk, O_FLAGS, (uint8_t) (pk[O_FLAGS] | (0x10u << below(4))));
+        put8(pk, O_FLAGS, (uint8_t) (pk[O_FLAGS] | (0x20u << below(3))));
         why = R_TYPE;
         break;
     case 3: /* reserved bytes, or a lane beyond the two channels */
@@ -852,10 +854,10 @@ static void field_variant(int t, int v, uint64_t key, uint32_t hint)
         put8(pk, O_FLAGS, (uint8_t) (pk[O_FLAGS] & ~F_ACK));
         why = R_TYPE;
         break;
-    case 5: /* SACK on a data packet */
+    case 5: /* SACK or SACK_MORE on a data packet */
         type = 2 + (int) below(3);
         len = craft(type, key, hint, room(t, type));
-        put8(pk, O_FLAGS, (uint8_t) (pk[O_FLAGS] | F_SACK));
+        put8(pk, O_FLAGS, (uint8_t) (pk[O_FLAGS] | (below(2) ? F_SACK : F_SACK_MORE)));
         why = R_TYPE;
         break;
     case 6: /* ACK with a msg_id */
@@ -1243,18 +1245,22 @@ static void sc_ack(int t, unsigned n, bool sack)
             put8(pk, O_FLAGS, F_ACK);
             put32(pk, O_SEQ, k->seq + (uint32_t) below(8));
         } else {
+            /* a SACK of 1 to 16 words, with or without SACK_MORE */
+            size_t words = sack ? 1 + below(16) : 0;
             len = craft(T_ACK, k->key, k->hint, 0);
-            put8(pk, O_FLAGS, (uint8_t) (F_ACK | (sack ? F_SACK : 0) | ((i % 5) ? 0 : F_ACKREQ)));
-            put32(pk, O_PLEN, sack ? 8 : 0);
-            len = HDR + (sack ? 8 : 0);
-            if (sack) {
+            put8(pk, O_FLAGS,
+                 (uint8_t) (F_ACK | (sack ? F_SACK : 0) | ((i % 5) ? 0 : F_ACKREQ) |
+                            ((sack && below(2)) ? F_SACK_MORE : 0)));
+            put32(pk, O_PLEN, (uint32_t) (8 * words));
+            len = HDR + 8 * words;
+            for (size_t w = 0; w < words; w++) {
                 uint64_t bits = rnd64();
                 if (i % 3 == 1) {
                     bits = UINT64_MAX;
                 } else if (i % 3 == 2) {
                     bits &= bits >> 7;
                 }
-                put64(pk, HDR, bits);
+                put64(pk, HDR + 8 * w, bits);
             }
         }
         put32(pk, O_ACK, ack);
