@@ -183,6 +183,18 @@ static void add_ack(struct input *in, unsigned step, uint8_t mut, uint8_t aux, u
     add(in, step, mut, aux, &p);
 }
 
+/* an ACK with a SACK of n words (flag SACK added) */
+static void add_ack_words(struct input *in, unsigned step, uint8_t mut, uint8_t aux, uint32_t ack,
+                          uint8_t flags, const uint64_t *words, uint32_t n)
+{
+    struct pkt p = {.type = USNIC_PKT_ACK,
+                    .flags = (uint8_t) (USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK | flags),
+                    .ack_seq = ack,
+                    .plen = n * (uint32_t) sizeof(*words),
+                    .payload = words};
+    add(in, step, mut, aux, &p);
+}
+
 static void add_frag(struct input *in, unsigned step, uint8_t mut, uint8_t aux, uint32_t seq,
                      uint32_t msg_id, uint8_t tag, uint32_t plen)
 {
@@ -285,6 +297,23 @@ int main(int argc, char **argv)
     add_ack(&in, STEP_100US, M_ACKP, 0, 12, 0, 0);
     add_ack(&in, STEP_10MS, M_ACKP, 0, 5, USNIC_PKT_FLAG_SACK, 0x1ull);
     in_write(&in, "ack-sack-rack");
+
+    /* SACKs of several words, with SACK_MORE, one answering a ping; an
+     * answer with SACK_MORE and no words */
+    {
+        static const uint64_t w3[3] = {0x0Full, 0x0ull, 0xF000000000000001ull};
+        static uint64_t w16[USNIC_SACK_WORDS_MAX];
+        for (unsigned i = 0; i < USNIC_SACK_WORDS_MAX; i++) {
+            w16[i] = 0x5555555555555555ull >> i;
+        }
+        in_start(&in, SEALED_DEFAULT | CFG_PEER1);
+        add_ack_words(&in, STEP_100US, M_ACKP, 0, 0, 0, w3, 3);
+        add_ack_words(&in, STEP_10MS, M_ACKP, 1, 0x100u | 0, USNIC_PKT_FLAG_SACK_MORE, w16,
+                      USNIC_SACK_WORDS_MAX);
+        add_ack(&in, STEP_10MS, M_ACKP, 0, 0x100u | 2, USNIC_PKT_FLAG_SACK_MORE, 0);
+        add_ack_words(&in, STEP_100US, M_ACKP, 0, 40, USNIC_PKT_FLAG_SACK_MORE, w3, 2);
+        in_write(&in, "ack-sack-words-more");
+    }
 
     /* ---- FRAGs ---- */
     in_start(&in, SEALED_DEFAULT);
