@@ -1776,8 +1776,8 @@ static void sack_reach_case(const char *label, uint64_t seed, double loss, bool 
     dups = s.ep[1].drops[USNIC_DROP_DUPLICATE] + s.ep[0].drops[USNIC_DROP_DUPLICATE];
     resent = s.ep[0].st.tx_resent + s.ep[1].st.tx_resent;
     snprintf(name, sizeof(name), "sack_reach/%s/resends_only_what_was_lost", label);
-    /* a resend whose first copy arrived is a duplicate at B; allow a few
-     * (a resend racing its own SACK) */
+    /* a resend whose first copy arrived is a duplicate at its receiver;
+     * allow a few (a resend racing its own SACK) */
     check(s.lost > 0 && resent > 0 && dups * 20 <= resent, name,
           "%" PRIu64 " of %" PRIu64 " resends were duplicates at the receiver (%" PRIu64
           " datagrams lost); %s",
