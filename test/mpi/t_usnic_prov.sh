@@ -190,6 +190,16 @@ if check_run "usnic-prov cqerr" $? 2 && td_assert "usnic-prov cqerr"; then
 fi
 
 # ---- link down ------------------------------------------------------------------
+# link_down_told DEV ADDR: the last run told the user that DEV's link went
+# down: its help message is in the log, or mpirun lost it (it sometimes
+# does) and the verbose line plus mpirun's complaint prove it was sent.
+link_down_told() {
+    grep -q -e "device $1 (interface lo, address $2) went" \
+        -e "help-mpi-btl-usnic.txt / link down" "$RUN_LOG" ||
+        { grep -q "$1 ($2): link down" "$RUN_LOG" &&
+            grep -q "ORTE_ERROR_LOG.*show_help" "$RUN_LOG"; }
+}
+
 # two VFs on different networks: each rank's usnic_0 pairs with the other's
 # usnic_0, usnic_1 with usnic_1; the link of usnic_1 goes down mid-job
 : > "$CTL"
@@ -204,12 +214,7 @@ if [ "$rc" -ne 0 ] || ! grep -q "^OK pingpong$" "$RUN_LOG"; then
     fail "usnic-prov link down, 2 VFs" "mpirun rc=$rc, no 'OK pingpong'" "$RUN_LOG"
 elif [ "$(grep -c 'dev=usnic_1' "$RUN_LOG")" -lt 2 ]; then
     fail "usnic-prov link down, 2 VFs" "usnic_1 was not used by both ranks" "$RUN_LOG"
-elif ! grep -q -e "device usnic_1 (interface lo, address 127.1.0.1) went" \
-    -e "help-mpi-btl-usnic.txt / link down" "$RUN_LOG" &&
-    ! { grep -q "usnic_1 (127.1.0.1): link down" "$RUN_LOG" &&
-        grep -q "ORTE_ERROR_LOG.*show_help" "$RUN_LOG"; }; then
-    # (mpirun sometimes loses a help message: then the verbose line and
-    # mpirun's complaint prove that it was sent)
+elif ! link_down_told usnic_1 127.1.0.1; then
     fail "usnic-prov link down, 2 VFs" "no link-down message naming usnic_1" "$RUN_LOG"
 elif [ "$n" -le 0 ]; then
     fail "usnic-prov link down, 2 VFs" "detours sum is $n" "$RUN_LOG"
@@ -281,11 +286,7 @@ if [ "$rc" -eq 124 ]; then
     fail "usnic-prov link down, only VF" "hung (timeout)" "$RUN_LOG"
 elif [ "$rc" -eq 0 ]; then
     fail "usnic-prov link down, only VF" "the job succeeded (the link was never down?)" "$RUN_LOG"
-elif ! grep -q -e "device usnic_0 (interface lo, address 127.0.0.1) went" \
-    -e "help-mpi-btl-usnic.txt / link down" "$RUN_LOG" &&
-    ! { grep -q "usnic_0 (127.0.0.1): link down" "$RUN_LOG" &&
-        grep -q "ORTE_ERROR_LOG.*show_help" "$RUN_LOG"; }; then
-    # (as above: a lost help message, proven sent by the verbose line)
+elif ! link_down_told usnic_0 127.0.0.1; then
     fail "usnic-prov link down, only VF" "no link-down message" "$RUN_LOG"
 elif ! grep -q -e "link of device usnic_0 has been down" -e "usnic: peer unreachable" "$RUN_LOG"; then
     # (mpirun may lose the help message, not the error callback's text)
