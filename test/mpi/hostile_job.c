@@ -14,11 +14,12 @@
  *
  * Sizes (with Open MPI 4.1 ob1 and usnic's defaults: priority channel for
  * fragments up to 512 bytes, datagrams of 65507 bytes on lo, eager limit
- * 150000, rendezvous with emulated PUT above it):
+ * 300000, rendezvous with emulated PUT above it):
  *   0, 1, 7, 100, 300, 450, 480     tiny: one FRAG on the priority channel
  *   512, 513, 1500, 8192, 40000     eager, one FRAG on the data channel
- *   65536, 70001, 131072, 149000    eager, chunked (CHUNK)
- *   262144, 1048583, 4194304        rendezvous: PUT chunks
+ *   65536, 70001, 131072, 149000,   eager, chunked (CHUNK)
+ *   262144
+ *   1048583, 4194304                rendezvous: PUT chunks
  *
  * Rank 0 prints a progress line about every second, also in the middle of
  * a round:

@@ -83,7 +83,7 @@ if check_run "gso: off" $? 2 "$floor" && $kernel; then
 fi
 
 # f. messages up to 128 KiB only: eager fragments, chunked, no PUT (the
-#    eager limit is 150000 bytes); their chunks after a fragment's first
+#    eager limit is 300000 bytes); their chunks after a fragment's first
 #    GRO batch go straight into its reassembly buffer
 ffloor=$((4 * $(pingpong_size_sum 131072)))
 EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -m 131072
