@@ -188,7 +188,11 @@ typedef struct usnic_module {
     opal_free_list_t send_segs; /* data-MTU send buffers */
     opal_free_list_t ack_segs;  /* header-only ACK buffers */
     opal_free_list_t frags;     /* descriptors: handed to the PML, or internal for PUTs */
-    opal_free_list_t big_bufs;  /* pack / reassembly buffers of max_msg_len bytes */
+    /* pack / reassembly buffers (usnic_buf_get): mid_bufs of mid_buf_len
+     * bytes for what fits, big_bufs of max_msg_len for the rest */
+    opal_free_list_t mid_bufs;
+    opal_free_list_t big_bufs;
+    size_t mid_buf_len;
     usnic_seg_list_ctx_t seg_list_ctx[2 + USNIC_NUM_CHANNELS];
 
     opal_hash_table_t senders; /* peer module key -> endpoint */

@@ -224,7 +224,7 @@ static void *reasm_get(void *ctx, uint64_t len, bool urgent, void **handle)
     if (len > module->max_msg_len) {
         return NULL;
     }
-    item = opal_free_list_get(&module->big_bufs);
+    item = usnic_buf_get(module, len);
     if (OPAL_LIKELY(NULL != item)) {
         *handle = item;
         return item->ptr;
@@ -243,12 +243,11 @@ static void *reasm_get(void *ctx, uint64_t len, bool urgent, void **handle)
 
 static void reasm_put(void *ctx, void *buf, void *handle)
 {
-    usnic_module_t *module = ctx;
-
+    (void) ctx;
     if (NULL == handle) {
         free(buf);
     } else {
-        opal_free_list_return(&module->big_bufs, handle);
+        usnic_buf_return(handle);
     }
 }
 

@@ -65,6 +65,44 @@ static int seg_list_init(usnic_module_t *module, opal_free_list_t *fl, int slot,
                                c);
 }
 
+static void buf_item_construct(usnic_buf_item_t *item)
+{
+    item->pool = NULL;
+}
+
+OBJ_CLASS_INSTANCE(usnic_buf_item_t, opal_free_list_item_t, buf_item_construct, NULL);
+
+static int buf_item_init(opal_free_list_item_t *item, void *ctx)
+{
+    ((usnic_buf_item_t *) item)->pool = ctx;
+    return OPAL_SUCCESS;
+}
+
+opal_free_list_item_t *usnic_buf_get(usnic_module_t *module, size_t len)
+{
+    if (len <= module->mid_buf_len) {
+        return opal_free_list_get(&module->mid_bufs);
+    }
+    if (len <= module->max_msg_len) {
+        return opal_free_list_get(&module->big_bufs);
+    }
+    return NULL;
+}
+
+void usnic_buf_return(opal_free_list_item_t *item)
+{
+    opal_free_list_return(((usnic_buf_item_t *) item)->pool, item);
+}
+
+/* A pool of pack / reassembly buffers of len bytes: 8 at first, at most 1024. */
+static int buf_list_init(opal_free_list_t *fl, size_t len)
+{
+    OBJ_CONSTRUCT(fl, opal_free_list_t);
+    return opal_free_list_init(fl, sizeof(usnic_buf_item_t), opal_cache_line_size,
+                               OBJ_CLASS(usnic_buf_item_t), len, opal_cache_line_size, 8, 1024, 8,
+                               NULL, 0, NULL, buf_item_init, fl);
+}
+
 int usnic_frag_lists_init(usnic_module_t *module)
 {
     const usnic_params_t *p = &mca_btl_usnic_component.params;
@@ -97,16 +135,19 @@ int usnic_frag_lists_init(usnic_module_t *module)
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
-    OBJ_CONSTRUCT(&module->big_bufs, opal_free_list_t);
-    return opal_free_list_init(&module->big_bufs, sizeof(opal_free_list_item_t),
-                               opal_cache_line_size, OBJ_CLASS(opal_free_list_item_t),
-                               module->max_msg_len, opal_cache_line_size, 8, 1024, 8, NULL, 0, NULL,
-                               NULL, NULL);
+    module->mid_buf_len =
+        (module->max_msg_len < USNIC_MID_BUF_BYTES) ? module->max_msg_len : USNIC_MID_BUF_BYTES;
+    rc = buf_list_init(&module->mid_bufs, module->mid_buf_len);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    return buf_list_init(&module->big_bufs, module->max_msg_len);
 }
 
 void usnic_frag_lists_fini(usnic_module_t *module)
 {
     OBJ_DESTRUCT(&module->big_bufs);
+    OBJ_DESTRUCT(&module->mid_bufs);
     OBJ_DESTRUCT(&module->frags);
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         OBJ_DESTRUCT(&module->chan[c].rx_segs);
@@ -217,7 +258,7 @@ void usnic_frag_release(usnic_frag_t *frag)
         frag->seg = NULL;
     }
     if (NULL != frag->big_buf) {
-        opal_free_list_return(&module->big_bufs, frag->big_buf);
+        usnic_buf_return(frag->big_buf);
         frag->big_buf = NULL;
     }
     opal_free_list_return(&module->frags, &frag->base.super);

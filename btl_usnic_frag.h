@@ -111,6 +111,25 @@ struct mca_btl_base_registration_handle_t {
     uint64_t len;  /* registered length */
 };
 
+/*
+ * Pack and reassembly buffers come in two sizes: up to USNIC_MID_BUF_BYTES
+ * (what the eager limit was before it doubled, so that the many chunked
+ * fragments below it do not each hold a buffer of the largest size) and up
+ * to the module's max_msg_len.  Each pool holds at most 1024 buffers; an
+ * item knows its pool.
+ */
+#define USNIC_MID_BUF_BYTES (150000 + USNIC_PML_HDR_MAX)
+
+typedef struct usnic_buf_item {
+    opal_free_list_item_t super;
+    opal_free_list_t *pool;
+} usnic_buf_item_t;
+OBJ_CLASS_DECLARATION(usnic_buf_item_t);
+
+/* A buffer of at least len bytes (NULL: none free, or len too large). */
+opal_free_list_item_t *usnic_buf_get(struct usnic_module *module, size_t len);
+void usnic_buf_return(opal_free_list_item_t *item);
+
 int usnic_frag_lists_init(struct usnic_module *module);
 void usnic_frag_lists_fini(struct usnic_module *module);
 

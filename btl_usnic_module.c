@@ -135,7 +135,7 @@ static mca_btl_base_descriptor_t *usnic_alloc(struct mca_btl_base_module_t *btl,
     } else if (size <= module->max_msg_len) {
         frag = usnic_frag_alloc_large(module, ep, flags);
         if (NULL != frag) {
-            frag->big_buf = opal_free_list_get(&module->big_bufs);
+            frag->big_buf = usnic_buf_get(module, size);
             if (NULL == frag->big_buf) {
                 usnic_frag_release(frag);
                 frag = NULL;
@@ -202,7 +202,7 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t
         goto out;
     }
     if (opal_convertor_need_buffers(convertor)) {
-        frag->big_buf = opal_free_list_get(&module->big_bufs);
+        frag->big_buf = usnic_buf_get(module, reserve + max_data);
         if (NULL == frag->big_buf) {
             usnic_frag_release(frag);
             frag = NULL;
