@@ -11,8 +11,9 @@
 #      EIO from a kernel or device without it): the verbose note says so,
 #      no train is sent, the data arrive datagram by datagram
 #   d. btl_usnic_gso 0: no trains, no GRO batches
-#   f. messages up to 128 KiB (eager, chunked, no PUT): chunks received
-#      straight into the reassembly buffer (rx_direct > 0)
+#   f. messages up to 256 KiB + 1 (eager, chunked, no PUT): chunks
+#      received straight into the reassembly buffer (rx_direct > 0)
+#   g. messages up to 512 KiB + 1: the largest go by rendezvous and PUT
 #   e. btl_usnic_direct_recv 0: trains, but no chunk received straight
 #      into its target (a., c. and f. receive them so: rx_direct > 0; b.'s
 #      injected faults take the whole-datagram path; t_hostile and
@@ -82,14 +83,25 @@ if check_run "gso: off" $? 2 "$floor" && $kernel; then
     each_rank "gso: off, no coalesced receive" gro_batches -eq 0
 fi
 
-# f. messages up to 128 KiB only: eager fragments, chunked, no PUT (the
-#    eager limit is 300000 bytes); their chunks after a fragment's first
-#    GRO batch go straight into its reassembly buffer
-ffloor=$((4 * $(pingpong_size_sum 131072)))
-EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -m 131072
-if check_run "gso: fragments up to 128 KiB" $? 2 "$ffloor" && $kernel; then
-    each_rank "gso: fragments up to 128 KiB, no PUT" puts -eq 0
-    each_rank "gso: fragment chunks received in place (direct receive)" rx_direct -gt 0
+# f. messages up to 256 KiB + 1 only: eager fragments, chunked, no PUT
+#    (the eager limit is 300000 bytes, so a 256 KiB message goes without
+#    a rendezvous); their chunks after a fragment's first GRO batch go
+#    straight into its reassembly buffer
+ffloor=$((4 * $(pingpong_size_sum 262145)))
+EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -m 262145
+if check_run "gso: fragments up to 256 KiB + 1" $? 2 "$ffloor"; then
+    each_rank "gso: fragments up to 256 KiB + 1, no PUT (no rendezvous)" puts -eq 0
+    if $kernel; then
+        each_rank "gso: fragment chunks received in place (direct receive)" rx_direct -gt 0
+    fi
+fi
+
+# g. up to 512 KiB + 1: the messages above 450000 bytes (eager limit plus
+#    ob1's pipeline send length) go as a rendezvous with emulated PUT
+gfloor=$((4 * $(pingpong_size_sum 524289)))
+EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -m 524289
+if check_run "gso: up to 512 KiB + 1" $? 2 "$gfloor"; then
+    each_rank "gso: 512 KiB messages by PUT" puts -gt 0
 fi
 
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"
