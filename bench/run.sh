@@ -624,21 +624,6 @@ def cell(a):
 def get(tr, test, size):
     return agg.get((tr, test, size))
 
-# Paired ratios: usnic and tcp run back to back within a round, so their
-# per-round ratio cancels what a slow phase of the machine does to both;
-# median [min-max] over the rounds where both ran.
-by_round = {}   # (tr, test, size) -> {round: median}
-for (rnd, tr, test, size, med, mn, mx, unit) in rows:
-    by_round.setdefault((tr, test, size), {})[rnd] = med
-
-def round_ratio(a_tr, b_tr, test, size):
-    a, b = by_round.get((a_tr, test, size), {}), by_round.get((b_tr, test, size), {})
-    q = [a[r] / b[r] for r in sorted(a) if r in b and b[r] != 0]
-    if not q:
-        return "n/a"
-    f = lambda x: f"{x:.2f}" if x >= 0.1 else f"{x:.3g}"
-    return f"{f(statistics.median(q))} [{f(min(q))}-{f(max(q))}]"
-
 raw_sizes = {}
 for (tr, test, size) in agg:
     if tr == "raw":
@@ -703,11 +688,27 @@ def retrans_lines(tr):
             f"totals of {n} whole mpi_bench run{'s' if n > 1 else ''} (all tests and sizes, "
             "both ranks; see \"usnic retransmissions\")"]
 
+def fmt_ratio(q):
+    return f"{q:.2f}" if q >= 0.1 else f"{q:.3g}"
+
 def ratio(a, b):
     if a is None or b is None or b[0] == 0:
         return "n/a"
-    q = a[0] / b[0]
-    return f"{q:.2f}" if q >= 0.1 else f"{q:.3g}"
+    return fmt_ratio(a[0] / b[0])
+
+# Paired ratios: usnic and tcp run back to back within a round, so their
+# per-round ratio cancels what a slow phase of the machine does to both;
+# median [min-max] over the rounds where both ran.
+by_round = {}   # (tr, test, size) -> {round: median}
+for (rnd, tr, test, size, med, mn, mx, unit) in rows:
+    by_round.setdefault((tr, test, size), {})[rnd] = med
+
+def round_ratio(a_tr, b_tr, test, size):
+    a, b = by_round.get((a_tr, test, size), {}), by_round.get((b_tr, test, size), {})
+    q = [a[r] / b[r] for r in sorted(a) if r in b and b[r] != 0]
+    if not q:
+        return "n/a"
+    return f"{fmt_ratio(statistics.median(q))} [{fmt_ratio(min(q))}-{fmt_ratio(max(q))}]"
 
 out = []
 P = out.append
