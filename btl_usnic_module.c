@@ -202,7 +202,7 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t
         goto out;
     }
     if (opal_convertor_need_buffers(convertor)) {
-        frag->big_buf = usnic_buf_get(module, reserve + max_data);
+        frag->big_buf = usnic_buf_get(module, max_data); /* the header is in hdr_buf */
         if (NULL == frag->big_buf) {
             usnic_frag_release(frag);
             frag = NULL;
