@@ -703,12 +703,20 @@ by_round = {}   # (tr, test, size) -> {round: median}
 for (rnd, tr, test, size, med, mn, mx, unit) in rows:
     by_round.setdefault((tr, test, size), {})[rnd] = med
 
-def round_ratio(a_tr, b_tr, test, size):
-    a, b = by_round.get((a_tr, test, size), {}), by_round.get((b_tr, test, size), {})
+# the same for the kernel-UDP ceiling: (mode, size, key) -> {round: median}
+gs_by_round = {}
+for (rnd, mode, size, key, med, mn, mx) in gs_rows:
+    gs_by_round.setdefault((mode, size, key), {})[rnd] = med
+
+def paired_ratio(a, b):
+    """a, b: {round: median}; the per-round a/b as median [min-max]"""
     q = [a[r] / b[r] for r in sorted(a) if r in b and b[r] != 0]
     if not q:
         return "n/a"
     return f"{fmt_ratio(statistics.median(q))} [{fmt_ratio(min(q))}-{fmt_ratio(max(q))}]"
+
+def round_ratio(a_tr, b_tr, test, size):
+    return paired_ratio(by_round.get((a_tr, test, size), {}), by_round.get((b_tr, test, size), {}))
 
 out = []
 P = out.append
@@ -796,9 +804,22 @@ for test in mpi_tests:
                 continue
             q = f"{d}-byte datagrams {fmt(g[0])} MB/s with UDP_SEGMENT/UDP_GRO"
             q += f", {fmt(pl[0])} MB/s with one sendto per datagram" if pl else ""
-            u = get("usnic" if str(d) == str(usnic_dg) else "usnic1472", "bw", big)
+            utr = "usnic" if str(d) == str(usnic_dg) else "usnic1472"
+            u = get(utr, "bw", big)
             if u:
-                q += f" (usnic{'' if str(d) == str(usnic_dg) else '1472'} at {big} B: {ratio(u, g)} of it)"
+                pr = paired_ratio(by_round.get((utr, "bw", big), {}),
+                                  gs_by_round.get(("gso", d, "MB/s"), {}))
+                q += (f" ({utr} at {big} B: {ratio(u, g)} of it; by round {pr})")
+            gi = gs("gsoiov", d, "MB/s")
+            if gi:
+                # the same train sent from a header iovec and a payload iovec
+                # per datagram, as the BTL sends it
+                q += f"; {fmt(gi[0])} MB/s with the BTL's iovec layout (gsoiov"
+                if u:
+                    pr = paired_ratio(by_round.get((utr, "bw", big), {}),
+                                      gs_by_round.get(("gsoiov", d, "MB/s"), {}))
+                    q += f": {utr} at {ratio(u, gi)} of it; by round {pr}"
+                q += ")"
             parts.append(q)
         if parts:
             P("")
