@@ -579,8 +579,11 @@ static int module_progress(usnic_module_t *module)
      * (Measured and rejected: polling an idle priority channel less while
      * data streams cost 8% of the bandwidth for 512 KiB-1 MiB messages at
      * 1472-byte datagrams, probably by delaying ob1's control messages;
-     * reading a busy data channel several times per call cost 10%.) */
-    if (module->data_idle < USNIC_DATA_IDLE_POLLS || 0 == (module->data_idle & 3)) {
+     * reading a busy data channel several times per call cost 10%.)  An
+     * idle data channel is not polled in a call whose priority poll
+     * brought something: that arrival is probably what the caller waits
+     * for, and its answer should not wait behind another system call. */
+    if (module->data_idle < USNIC_DATA_IDLE_POLLS || (0 == (module->data_idle & 3) && 0 == count)) {
         int n = module->backend->poll(module, &module->chan[USNIC_CHAN_DATA]);
         module->data_idle = (0 == n) ? module->data_idle + 1 : 0;
         count += n;
