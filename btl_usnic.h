@@ -95,6 +95,7 @@ typedef struct usnic_channel {
     size_t inject_size;       /* datagrams up to this size go out with fi_inject */
     uint32_t rx_buf;          /* bytes of a receive buffer after the prefix (>= mtu) */
     void *backend_priv;       /* the backend's own state of the channel */
+    bool rx_streak;           /* libfabric: the last poll found something */
     /* kernel backend */
     bool gso; /* UDP_SEGMENT trains allowed (cleared when refused) */
     bool gro; /* UDP_GRO on: a receive may hold several datagrams */
@@ -216,6 +217,7 @@ typedef struct usnic_module {
     } put_recent[USNIC_PUT_RECENT];
     unsigned put_recent_next;
     uint32_t data_idle;    /* consecutive progress calls without data completions */
+    uint32_t data_skips;   /* due polls of the idle data channel skipped in a row */
     uint64_t now_us;       /* usnic_now_us() at the start of the current progress call */
     uint64_t last_poll_us; /* when module_progress last ran */
     uint64_t back_us;      /* when progress resumed after the process was away (0: never) */
@@ -245,6 +247,8 @@ typedef struct usnic_module {
 
 /* Data-channel polls without a completion before it is polled less often. */
 #define USNIC_DATA_IDLE_POLLS 64
+/* at most this many due polls of an idle data channel skipped in a row */
+#define USNIC_DATA_SKIPS_MAX 3
 
 /* What the keyed MAC of every datagram covers (btl_usnic_auth). */
 enum usnic_auth_mode {
