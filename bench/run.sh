@@ -718,6 +718,11 @@ def paired_ratio(a, b):
 def round_ratio(a_tr, b_tr, test, size):
     return paired_ratio(by_round.get((a_tr, test, size), {}), by_round.get((b_tr, test, size), {}))
 
+def raw_round_ratio(utr, size, mode, dgram):
+    """usnic (utr) streaming size bytes against rawgso's mode with dgram-byte datagrams, by round"""
+    return paired_ratio(by_round.get((utr, "bw", size), {}),
+                        gs_by_round.get((mode, dgram, "MB/s"), {}))
+
 out = []
 P = out.append
 SETUP_TITLE = f"two network-namespace hosts over veth (MTU {netns_mtu}) + bridge"
@@ -807,8 +812,7 @@ for test in mpi_tests:
             utr = "usnic" if str(d) == str(usnic_dg) else "usnic1472"
             u = get(utr, "bw", big)
             if u:
-                pr = paired_ratio(by_round.get((utr, "bw", big), {}),
-                                  gs_by_round.get(("gso", d, "MB/s"), {}))
+                pr = raw_round_ratio(utr, big, "gso", d)
                 q += (f" ({utr} at {big} B: {ratio(u, g)} of it; by round {pr})")
             gi = gs("gsoiov", d, "MB/s")
             if gi:
@@ -816,8 +820,7 @@ for test in mpi_tests:
                 # per datagram, as the BTL sends it
                 q += f"; {fmt(gi[0])} MB/s with the BTL's iovec layout (gsoiov"
                 if u:
-                    pr = paired_ratio(by_round.get((utr, "bw", big), {}),
-                                      gs_by_round.get(("gsoiov", d, "MB/s"), {}))
+                    pr = raw_round_ratio(utr, big, "gsoiov", d)
                     q += f": {utr} at {ratio(u, gi)} of it; by round {pr}"
                 q += ")"
             parts.append(q)
