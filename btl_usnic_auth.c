@@ -173,6 +173,51 @@ uint64_t usnic_siphash24(const struct usnic_sip_key *key, const void *data, size
     return sip_finish(&v);
 }
 
+uint64_t usnic_siphash24_memo(struct usnic_sip_memo *memo, const struct usnic_sip_key *key,
+                              const void *data, size_t len, size_t prefix_words)
+{
+    const uint8_t *p = data;
+    struct sipv v;
+    size_t i, n;
+
+    if (NULL == memo || 0 == prefix_words || prefix_words > USNIC_SIP_MEMO_WORDS ||
+        8 * prefix_words > len) {
+        return usnic_siphash24(key, data, len);
+    }
+    if (memo->nwords == prefix_words && memo->key.k0 == key->k0 && memo->key.k1 == key->k1) {
+        uint64_t diff = 0;
+        for (i = 0; i < prefix_words; i++) {
+            diff |= load_le64(p + 8 * i) ^ memo->words[i];
+        }
+        if (0 == diff) {
+            v.v0 = memo->v0;
+            v.v1 = memo->v1;
+            v.v2 = memo->v2;
+            v.v3 = memo->v3;
+            memo->hits++;
+            goto rest;
+        }
+    }
+    sip_start(&v, key);
+    for (i = 0; i < prefix_words; i++) {
+        memo->words[i] = load_le64(p + 8 * i);
+        sip_word(&v, memo->words[i]);
+    }
+    memo->key = *key;
+    memo->nwords = (uint32_t) prefix_words;
+    memo->v0 = v.v0;
+    memo->v1 = v.v1;
+    memo->v2 = v.v2;
+    memo->v3 = v.v3;
+rest:
+    p += 8 * prefix_words;
+    for (n = len - 8 * prefix_words; n >= 8; p += 8, n -= 8) {
+        sip_word(&v, load_le64(p));
+    }
+    sip_word(&v, load_le_partial(p, len & 7) | ((uint64_t) len << 56));
+    return sip_finish(&v);
+}
+
 void usnic_sip_init(struct usnic_sip_state *s, const struct usnic_sip_key *key)
 {
     struct sipv v;

@@ -73,6 +73,34 @@ uint64_t usnic_siphash24(const struct usnic_sip_key *key, const void *data, size
 uint64_t usnic_siphash24_pieces(const struct usnic_sip_key *key,
                                 const struct usnic_auth_piece *pieces, size_t npieces);
 
+/*
+ * A memo of a message's first words: the state after absorbing nwords
+ * 8-byte words under key.  usnic_siphash24_memo() returns exactly
+ * usnic_siphash24(key, data, len); when data starts with the memo's words
+ * under the memo's key it resumes from the memo's state instead of
+ * absorbing them again, and otherwise it absorbs them and keeps them as
+ * the new memo.  It pays off for runs of messages that share a prefix: the
+ * datagrams of one train differ only in the fields the packet MAC's input
+ * puts last (btl_usnic_proto.c), so their MACs cost the last words and the
+ * finalisation.  A memo holds key-derived state: keep it where the key is
+ * kept.  A zeroed memo is empty.
+ */
+#define USNIC_SIP_MEMO_WORDS 8
+
+struct usnic_sip_memo {
+    struct usnic_sip_key key;
+    uint64_t v0, v1, v2, v3;
+    uint64_t words[USNIC_SIP_MEMO_WORDS];
+    uint32_t nwords; /* 0: empty */
+    uint32_t pad;
+    uint64_t hits; /* computations that resumed from the memo */
+};
+
+/* prefix_words <= USNIC_SIP_MEMO_WORDS and prefix_words * 8 <= len; a
+ * prefix_words of 0 or a NULL memo computes usnic_siphash24(). */
+uint64_t usnic_siphash24_memo(struct usnic_sip_memo *memo, const struct usnic_sip_key *key,
+                              const void *data, size_t len, size_t prefix_words);
+
 void usnic_sip_init(struct usnic_sip_state *s, const struct usnic_sip_key *key);
 void usnic_sip_update(struct usnic_sip_state *s, const void *data, size_t len);
 uint64_t usnic_sip_final(const struct usnic_sip_state *s);

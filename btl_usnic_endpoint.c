@@ -321,6 +321,8 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
         usnic_sip_key_load(&peer_secret, rec->secret);
         connection_mac_key(&module->mac_key, module->key, rec->key, &ep->tx_mac_key);
         connection_mac_key(&peer_secret, rec->key, module->key, &ep->rx_mac_key);
+        memset(&ep->tx_mac_memo, 0, sizeof(ep->tx_mac_memo));
+        memset(&ep->rx_mac_memo, 0, sizeof(ep->rx_mac_memo));
         rx_isn = connection_isn(&peer_secret, rec->key, module->key);
         tx_isn = connection_isn(&module->mac_key, module->key, rec->key);
     }

@@ -109,36 +109,105 @@ size_t usnic_pkt_mac_hdr_len(unsigned type, uint32_t payload_len)
 }
 
 /*
- * The MAC's input: header bytes [0, 44), the extension headers, and with
- * auth full everything after them.  The datagram is `len` contiguous bytes
- * at buf then zc_len bytes at zc; mac_hdr (from usnic_pkt_mac_hdr_len()) is
- * within the contiguous part.
+ * The MAC's input: the header fields before crc (bytes [0, 44) of the
+ * common header) and the chunk and PUT headers, reordered so that what
+ * the datagrams of one train share comes first and what changes from one
+ * to the next comes last:
+ *
+ *   [0, 20)   version, type, flags, tag, payload_len, sender_key, src_module
+ *   [24, 28)  ack_seq
+ *   [36, 44)  ts_echo, lane, reserved            (32 bytes: 4 words)
+ *   chunk msg_len                                (CHUNK, PUT: 5 words)
+ *   put reg_key, reg_offset                      (PUT: 7 words)
+ *   [28, 32)  msg_id, [20, 24) seq, [32, 36) ts
+ *   chunk offset                                 (CHUNK, PUT)
+ *
+ * then an ACK's SACK words, and with auth full everything after the
+ * headers.  Every field is at a fixed place for its type (and the type is
+ * the input's second byte), so two different headers never give the same
+ * input.  The leading words are the same for every datagram of a train
+ * (one fragment's chunks or one PUT's: same peer, type, flags, PML tag,
+ * ACK, message and registration; only the last chunk's payload_len
+ * differs), so with a memo (usnic_siphash24_memo) the MAC of each but the
+ * first costs the last two or three words and the finalisation.
+ */
+#define MAC_FIXED_BYTES 32u /* the first part above */
+#define MAC_TAIL_BYTES 12u  /* msg_id, seq, ts */
+
+/* Write the reordered headers of the packet at buf, of type `type`, to in;
+ * returns their length (44, 60 or 76) and *prefix_words the words a train
+ * shares. */
+static size_t mac_input(const uint8_t *buf, unsigned type, uint8_t *in, size_t *prefix_words)
+{
+    const uint8_t *ext = buf + sizeof(struct usnic_pkt_hdr);
+    size_t n = MAC_FIXED_BYTES;
+
+    _Static_assert(offsetof(struct usnic_pkt_hdr, seq) == 20 &&
+                       offsetof(struct usnic_pkt_hdr, ack_seq) == 24 &&
+                       offsetof(struct usnic_pkt_hdr, msg_id) == 28 &&
+                       offsetof(struct usnic_pkt_hdr, ts) == 32 &&
+                       offsetof(struct usnic_pkt_hdr, ts_echo) == 36 &&
+                       offsetof(struct usnic_pkt_hdr, crc) == USNIC_MAC_HDR_BYTES,
+                   "mac_input() knows the common header's layout");
+    memcpy(in, buf, 20);
+    memcpy(in + 20, buf + 24, 4);
+    memcpy(in + 24, buf + 36, 8);
+    if (USNIC_PKT_CHUNK == type || USNIC_PKT_PUT == type) {
+        memcpy(in + n, ext + offsetof(struct usnic_chunk_hdr, msg_len), 8);
+        n += 8;
+        if (USNIC_PKT_PUT == type) {
+            memcpy(in + n, ext + sizeof(struct usnic_chunk_hdr), sizeof(struct usnic_put_hdr));
+            n += sizeof(struct usnic_put_hdr);
+        }
+    }
+    *prefix_words = n / 8;
+    memcpy(in + n, buf + 28, 4);
+    memcpy(in + n + 4, buf + 20, 4);
+    memcpy(in + n + 8, buf + 32, 4);
+    n += MAC_TAIL_BYTES;
+    if (USNIC_PKT_CHUNK == type || USNIC_PKT_PUT == type) {
+        memcpy(in + n, ext + offsetof(struct usnic_chunk_hdr, offset), 8);
+        n += 8;
+    }
+    return n;
+}
+
+/*
+ * The MAC of the datagram of `len` contiguous bytes at buf then zc_len
+ * bytes at zc; mac_hdr (from usnic_pkt_mac_hdr_len()) is within the
+ * contiguous part.  memo (may be NULL) speeds up runs of datagrams that
+ * share the input's first words.
  */
 static uint64_t pkt_mac(const uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len,
-                        size_t mac_hdr, const struct usnic_sip_key *key, bool full)
+                        size_t mac_hdr, const struct usnic_sip_key *key,
+                        struct usnic_sip_memo *memo, bool full)
 {
+    unsigned type = ((const struct usnic_pkt_hdr *) buf)->type;
+    size_t hdrs = usnic_pkt_hdr_len(type);
     struct usnic_auth_piece pieces[4];
-    size_t n = 0;
+    uint64_t in[(USNIC_HDR_LEN_PUT - (sizeof(struct usnic_pkt_hdr) - USNIC_MAC_HDR_BYTES) +
+                 sizeof(struct usnic_sack) * 4 + 7) /
+                8];
+    size_t n = 0, prefix_words, m;
 
-    _Static_assert(USNIC_HDR_LEN_PUT >= USNIC_HDR_LEN_ACK + sizeof(struct usnic_sack),
-                   "an ACK with a one-word SACK takes the short path too");
-    if (!full && mac_hdr <= USNIC_HDR_LEN_PUT) {
-        /* the common case (auth header): at most 44 + 32 bytes, put
-         * together on the stack and hashed in one go, which is cheaper
-         * than absorbing two pieces */
-        uint64_t
-            in[(USNIC_MAC_HDR_BYTES + USNIC_HDR_LEN_PUT - sizeof(struct usnic_pkt_hdr) + 7) / 8];
-        size_t ext = mac_hdr - sizeof(struct usnic_pkt_hdr);
-
-        memcpy(in, buf, USNIC_MAC_HDR_BYTES);
-        memcpy((uint8_t *) in + USNIC_MAC_HDR_BYTES, buf + sizeof(struct usnic_pkt_hdr), ext);
-        return usnic_siphash24(key, in, USNIC_MAC_HDR_BYTES + ext);
+    if (0 == hdrs) {
+        hdrs = USNIC_HDR_LEN_FRAG; /* parsing rejects unknown types first */
+    }
+    if (USNIC_PKT_ACK == type) {
+        memo = NULL; /* ACKs seldom share their first words: leave it to the data */
+    }
+    m = mac_input(buf, type, (uint8_t *) in, &prefix_words);
+    if (!full && mac_hdr - hdrs <= sizeof(struct usnic_sack) * 4) {
+        /* the common case (auth header): at most 76 bytes, or 44 and an
+         * ACK's SACK of up to 4 words, hashed from one buffer */
+        memcpy((uint8_t *) in + m, buf + hdrs, mac_hdr - hdrs);
+        return usnic_siphash24_memo(memo, key, in, m + mac_hdr - hdrs, prefix_words);
     }
 
-    pieces[n].base = buf;
-    pieces[n++].len = USNIC_MAC_HDR_BYTES;
-    pieces[n].base = buf + sizeof(struct usnic_pkt_hdr);
-    pieces[n++].len = mac_hdr - sizeof(struct usnic_pkt_hdr);
+    pieces[n].base = in;
+    pieces[n++].len = m;
+    pieces[n].base = buf + hdrs;
+    pieces[n++].len = mac_hdr - hdrs;
     if (full) {
         pieces[n].base = buf + mac_hdr;
         pieces[n++].len = len - mac_hdr;
@@ -158,19 +227,21 @@ static uint32_t pkt_crc(const uint8_t *buf, size_t len, const uint8_t *zc, size_
 }
 
 void usnic_pkt_seal(uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len,
-                    const struct usnic_sip_key *key, int auth, bool crc)
+                    const struct usnic_sip_key *key, struct usnic_sip_memo *memo, int auth,
+                    bool crc)
 {
     struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) buf;
 
-    hdr->mac = (0 != auth)
-                   ? pkt_mac(buf, len, zc, zc_len,
-                             usnic_pkt_mac_hdr_len(hdr->type, hdr->payload_len), key, 2 == auth)
-                   : 0;
+    hdr->mac = (0 != auth) ? pkt_mac(buf, len, zc, zc_len,
+                                     usnic_pkt_mac_hdr_len(hdr->type, hdr->payload_len), key, memo,
+                                     2 == auth)
+                           : 0;
     hdr->crc = crc ? pkt_crc(buf, len, zc, zc_len) : 0;
 }
 
 enum usnic_drop_reason usnic_pkt_verify(const uint8_t *buf, size_t len,
-                                        const struct usnic_sip_key *key, int auth, bool crc)
+                                        const struct usnic_sip_key *key,
+                                        struct usnic_sip_memo *memo, int auth, bool crc)
 {
     const struct usnic_pkt_hdr *hdr = (const struct usnic_pkt_hdr *) buf;
 
@@ -181,7 +252,7 @@ enum usnic_drop_reason usnic_pkt_verify(const uint8_t *buf, size_t len,
     if (0 != auth &&
         !usnic_sip_tag_equal(hdr->mac, pkt_mac(buf, len, NULL, 0,
                                                usnic_pkt_mac_hdr_len(hdr->type, hdr->payload_len),
-                                               key, 2 == auth))) {
+                                               key, memo, 2 == auth))) {
         return USNIC_DROP_AUTH;
     }
     return USNIC_PKT_OK;

@@ -82,10 +82,11 @@
  * only through the modex) and of both modules' keys, so a packet MACed for
  * one receiver is no good at another.  It covers bytes [0, 44) of the common header (every field
  * before crc), the chunk and PUT headers, an ACK's SACK bitmap, and with auth "full" the payload
- * too.  crc is the CRC32C of the whole datagram except the crc field itself (the mac included),
- * computed after the mac.  Whether they are present is the connection's setting (the stronger of
- * the two peers' btl_usnic_auth and btl_usnic_checksum, known from the modex), never a flag a
- * packet could clear; absent, the field is 0.
+ * too; the header fields go into it in an order of their own, what the datagrams of a train share
+ * first (btl_usnic_proto.c: mac_input; version 5).  crc is the CRC32C of the whole datagram except
+ * the crc field itself (the mac included), computed after the mac.  Whether they are present is the
+ * connection's setting (the stronger of the two peers' btl_usnic_auth and btl_usnic_checksum, known
+ * from the modex), never a flag a packet could clear; absent, the field is 0.
  *
  * Receivers validate every field before touching anything (see
  * usnic_pkt_parse()); what fails is dropped and counted by reason.
@@ -101,7 +102,7 @@
 #include "btl_usnic_seq.h"
 
 /* Bump on any change to this file's structs or their meaning. */
-#define USNIC_PROTO_VERSION 4
+#define USNIC_PROTO_VERSION 5
 
 /* Packet types, from one list: name, value, description. */
 #define USNIC_PKT_TYPES(X)                                                                         \
@@ -254,23 +255,29 @@ size_t usnic_pkt_hdr_len(unsigned type);
 size_t usnic_pkt_mac_hdr_len(unsigned type, uint32_t payload_len);
 
 struct usnic_sip_key;
+struct usnic_sip_memo;
 
 /*
  * Write the mac and crc fields of a datagram about to be sent: its first
  * `len` bytes are contiguous at buf (all headers, and the payload unless it
  * is sent from elsewhere), then `zc_len` more payload bytes at zc.  auth is
- * 0 (none), 1 (header) or 2 (full); key the sender's secret.
+ * 0 (none), 1 (header) or 2 (full); key the sender's secret; memo (NULL:
+ * none) the connection's memo of the MAC input's first words
+ * (usnic_siphash24_memo), which makes the MACs of a train cheaper.
  */
 void usnic_pkt_seal(uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len,
-                    const struct usnic_sip_key *key, int auth, bool crc);
+                    const struct usnic_sip_key *key, struct usnic_sip_memo *memo, int auth,
+                    bool crc);
 
 /*
  * Check a received, parsed datagram of len bytes at buf against the
  * sender's secret and the connection's settings: USNIC_PKT_OK,
- * USNIC_DROP_CHECKSUM or USNIC_DROP_AUTH.  The buffer is only read.
+ * USNIC_DROP_CHECKSUM or USNIC_DROP_AUTH.  The buffer is only read; memo
+ * (NULL: none) as for usnic_pkt_seal(), the receiving side's own.
  */
 enum usnic_drop_reason usnic_pkt_verify(const uint8_t *buf, size_t len,
-                                        const struct usnic_sip_key *key, int auth, bool crc);
+                                        const struct usnic_sip_key *key,
+                                        struct usnic_sip_memo *memo, int auth, bool crc);
 
 /* Printable names for logs and stats. */
 const char *usnic_pkt_type_name(unsigned type);

@@ -115,6 +115,7 @@ static enum usnic_drop_reason rx_lookup(void *t, const struct usnic_pkt_hdr *hdr
     c->reasm = &ep->reasm;
     c->ep = ep;
     c->key = &ep->rx_mac_key;
+    c->memo = &ep->rx_mac_memo;
     c->auth = ep->auth;
     c->crc = ep->crc;
     return USNIC_PKT_OK;

@@ -40,6 +40,7 @@ struct usnic_rx_conn {
     struct usnic_reasm_table *reasm;
     void *ep;                        /* the transport's endpoint, passed back to the ops */
     const struct usnic_sip_key *key; /* the sender's MAC secret */
+    struct usnic_sip_memo *memo;     /* for its MACs (usnic_siphash24_memo); may be NULL */
     int auth;                        /* 0 none, 1 header, 2 full (the connection's setting) */
     bool crc;                        /* CRC32C required */
 };
@@ -135,6 +136,7 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
     if (NULL != p->payload) {
         v.payload = p->payload;
     }
+    c.memo = NULL; /* unless the lookup has one */
     why = ops->lookup(t, hdr, &c);
     if (USNIC_PKT_OK != why) {
         ops->drop(t, NULL, why);
@@ -147,7 +149,7 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
         return USNIC_DROP_AUTH;
     }
     if (c.crc || 0 != c.auth) {
-        why = usnic_pkt_verify((const uint8_t *) buf, len, c.key, c.auth, c.crc);
+        why = usnic_pkt_verify((const uint8_t *) buf, len, c.key, c.memo, c.auth, c.crc);
         if (USNIC_PKT_OK != why) {
             ops->drop(t, c.ep, why);
             return why;

@@ -67,7 +67,7 @@ static size_t corrupt(usnic_module_t *module, usnic_seg_t *seg, uint8_t *mask)
 
 /* Hand one datagram to ep's peer on channel cid, its MAC and checksum
  * computed now (its header is final).  OPAL_ERR_RESOURCE_BUSY: try later. */
-static int post(usnic_module_t *module, const mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
+static int post(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
                 enum usnic_channel_id cid)
 {
     usnic_channel_t *chan = &module->chan[cid];
@@ -85,8 +85,8 @@ static int post(usnic_module_t *module, const mca_btl_base_endpoint_t *ep, usnic
         ((struct usnic_pkt_hdr *) seg->buf)->flags &= (uint8_t) ~USNIC_PKT_FLAG_LINK_DOWN;
     }
     if (0 != ep->auth || ep->crc) {
-        usnic_pkt_seal(seg->buf, seg->hdr_len, seg->zc_ptr, seg->zc_len, &ep->tx_mac_key, ep->auth,
-                       ep->crc);
+        usnic_pkt_seal(seg->buf, seg->hdr_len, seg->zc_ptr, seg->zc_len, &ep->tx_mac_key,
+                       &ep->tx_mac_memo, ep->auth, ep->crc);
     }
     if (OPAL_UNLIKELY(module->fault.corrupt_rate > 0.0)) {
         bad = corrupt(module, seg, &mask);

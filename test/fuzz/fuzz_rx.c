@@ -162,6 +162,7 @@ struct fz_peer {
     uint64_t key;
     uint32_t module;
     struct usnic_sip_key mac;
+    struct usnic_sip_memo memo; /* the receiver's, for this peer's MACs */
     int auth;
     bool crc;
     bool rel_ok, reasm_ok;
@@ -322,32 +323,41 @@ static uint32_t oracle_crc(const uint8_t *b, size_t len)
     return crc_run(crc_run(0, b, USNIC_CRC_OFFSET), b + USNIC_MAC_OFFSET, len - USNIC_MAC_OFFSET);
 }
 
-/* The MAC field's value: header [0, 44), the chunk/PUT headers or an ACK's
- * bitmap, and with auth 2 the rest (a parsed datagram). */
+/* The MAC field's value (protocol 5): the fields of header [0, 44) and of
+ * the chunk/PUT headers in the MAC's order (train-wide ones first: [0, 20),
+ * ack_seq, [36, 44), msg_len, the PUT header; then msg_id, seq, ts, the
+ * chunk offset), an ACK's bitmap, and with auth 2 the rest (a parsed
+ * datagram). */
 static uint64_t oracle_mac(const uint8_t *b, size_t len, const struct usnic_sip_key *k, int auth)
 {
-    size_t ext;
+    const size_t hdr = sizeof(struct usnic_pkt_hdr);
+    bool chunk = (USNIC_PKT_CHUNK == b[1] || USNIC_PKT_PUT == b[1]);
+    size_t h = hdr;
     struct usnic_sip_state s;
 
-    switch (b[1]) {
-    case USNIC_PKT_ACK:
-        ext = len - sizeof(struct usnic_pkt_hdr);
-        break;
-    case USNIC_PKT_CHUNK:
-        ext = sizeof(struct usnic_chunk_hdr);
-        break;
-    case USNIC_PKT_PUT:
-        ext = sizeof(struct usnic_chunk_hdr) + sizeof(struct usnic_put_hdr);
-        break;
-    default:
-        ext = 0;
-        break;
-    }
     usnic_sip_init(&s, k);
-    usnic_sip_update(&s, b, USNIC_MAC_HDR_BYTES);
-    usnic_sip_update(&s, b + sizeof(struct usnic_pkt_hdr), ext);
+    usnic_sip_update(&s, b, 20);     /* version .. src_module */
+    usnic_sip_update(&s, b + 24, 4); /* ack_seq */
+    usnic_sip_update(&s, b + 36, 8); /* ts_echo, lane, reserved */
+    if (chunk) {
+        usnic_sip_update(&s, b + hdr, 8); /* msg_len */
+        h += sizeof(struct usnic_chunk_hdr);
+    }
+    if (USNIC_PKT_PUT == b[1]) {
+        usnic_sip_update(&s, b + h, sizeof(struct usnic_put_hdr));
+        h += sizeof(struct usnic_put_hdr);
+    }
+    usnic_sip_update(&s, b + 28, 4); /* msg_id */
+    usnic_sip_update(&s, b + 20, 4); /* seq */
+    usnic_sip_update(&s, b + 32, 4); /* ts */
+    if (chunk) {
+        usnic_sip_update(&s, b + hdr + 8, 8); /* offset */
+    }
+    if (USNIC_PKT_ACK == b[1]) {
+        usnic_sip_update(&s, b + hdr, len - hdr); /* the SACK bitmap */
+        h = len;
+    }
     if (2 == auth) {
-        size_t h = sizeof(struct usnic_pkt_hdr) + ext;
         usnic_sip_update(&s, b + h, len - h);
     }
     return usnic_sip_final(&s);
@@ -581,6 +591,7 @@ static enum usnic_drop_reason rx_lookup(void *t, const struct usnic_pkt_hdr *hdr
             c->reasm = &p->reasm;
             c->ep = p;
             c->key = &p->mac;
+            c->memo = &p->memo;
             c->auth = p->auth;
             c->crc = p->crc;
             f->cur.peer = p;
@@ -1164,7 +1175,7 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
         }
         if (f->sealed) {
             const struct fz_peer *s = known ? known : &f->peer[(f->cfg & CFG_PEER1) ? 1 : 0];
-            usnic_pkt_seal(b, len, NULL, 0, &s->mac, s->auth, s->crc);
+            usnic_pkt_seal(b, len, NULL, 0, &s->mac, NULL, s->auth, s->crc);
         }
     }
     if ((aux & AUX_TAMPER) && len > 0) {

@@ -142,7 +142,7 @@
 #define HDR_CHUNK 72
 #define HDR_PUT 88
 
-#define VERSION 4 /* protocol v4: the LINK_DOWN flag (0x08) */
+#define VERSION 5 /* protocol v5: the MAC input reorders the header fields */
 #define T_ACK 1
 #define T_FRAG 2
 #define T_CHUNK 3
@@ -820,7 +820,9 @@ static void field_variant(int t, int v, uint64_t key, uint32_t hint)
     size_t len;
     enum reason why;
     int type = 1 + (int) below(4);
-    static const uint8_t bad_versions[] = {0, 1, 2, 3, 5, 0x84, 0xff};
+    /* every one but VERSION: the versions before it, the next, the high bit */
+    static const uint8_t bad_versions[] = {
+        0, 1, VERSION - 1, VERSION + 1, VERSION + 2, 0x80 | VERSION, 0xff};
     static const uint8_t bad_types[] = {0, 5, 6, 7, 0x41, 0x81, 0xff};
     size_t hl;
 

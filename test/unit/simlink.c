@@ -535,7 +535,8 @@ void sim_fini(struct sim *s)
 
 void sim_seal(struct sim *s, int from, void *buf, size_t len)
 {
-    usnic_pkt_seal(buf, len, NULL, 0, &s->ep[from].mac_key, s->cfg.auth, s->cfg.crc);
+    usnic_pkt_seal(buf, len, NULL, 0, &s->ep[from].mac_key, &s->ep[from].tx_memo, s->cfg.auth,
+                   s->cfg.crc);
 }
 
 void sim_forget_sender(struct sim *s, int at, uint64_t key)
@@ -873,6 +874,7 @@ static enum usnic_drop_reason sim_rx_lookup(void *t, const struct usnic_pkt_hdr 
     c->reasm = &ep->reasm;
     c->ep = peer;
     c->key = &peer->mac_key;
+    c->memo = &ep->rx_memo;
     c->auth = ep->sim->cfg.auth;
     c->crc = ep->sim->cfg.crc;
     return USNIC_PKT_OK;

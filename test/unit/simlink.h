@@ -200,8 +200,10 @@ struct sim_ep {
     uint64_t timer_deadline; /* the core's timer (0: none) */
     uint32_t module_id;
     uint64_t key;
-    struct usnic_sip_key mac_key; /* its secret, loaded */
-    uint32_t ack_ts_last;         /* each ACK packet is stamped later than the one before */
+    struct usnic_sip_key mac_key;  /* its secret, loaded */
+    struct usnic_sip_memo tx_memo; /* its MACs' memos (usnic_siphash24_memo): sealing */
+    struct usnic_sip_memo rx_memo; /* and checking what arrives */
+    uint32_t ack_ts_last;          /* each ACK packet is stamped later than the one before */
     uint32_t tx_isn;
     struct {
         uint64_t key;

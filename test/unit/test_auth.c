@@ -271,6 +271,81 @@ static void test_sip_pieces(void)
     printf("  (%ld piece splits checked)\n", count);
 }
 
+/*
+ * The prefix memo: whatever sequence of messages, keys and prefix lengths
+ * it sees, usnic_siphash24_memo() gives usnic_siphash24()'s tag; it resumes
+ * from the memo exactly when the key, the prefix length and every prefix
+ * word are the memo's.  Successive messages share a random number of first
+ * words (as a train's datagrams do), sometimes differ in one bit of the
+ * prefix, sometimes switch keys.
+ */
+static void test_sip_memo(void)
+{
+    struct usnic_sip_key keys[2];
+    struct usnic_sip_memo memo;
+    uint8_t kb[16], msg[160], last[160];
+    size_t last_pw = 0;
+    int last_k = -1;
+    uint64_t want_hits = 0;
+    long bad = -1, hit_cases = 0, miss_cases = 0;
+
+    fill_random(kb, sizeof(kb));
+    usnic_sip_key_load(&keys[0], kb);
+    kb[15] ^= 0x40; /* the second key differs in its last bit only */
+    usnic_sip_key_load(&keys[1], kb);
+    memset(&memo, 0, sizeof(memo));
+    memset(last, 0, sizeof(last));
+    fill_random(msg, sizeof(msg));
+    for (long i = 0; i < 200000 && bad < 0; i++) {
+        size_t pw = 1 + (size_t) (rnd() % USNIC_SIP_MEMO_WORDS);
+        size_t len = 8 * pw + (size_t) (rnd() % (sizeof(msg) - 8 * USNIC_SIP_MEMO_WORDS));
+        int k = (0 == rnd() % 16) ? 1 - (last_k < 0 ? 0 : last_k) : (last_k < 0 ? 0 : last_k);
+        size_t keep = (size_t) (rnd() % 10); /* words kept from the last message */
+        bool expect_hit;
+        uint64_t got, want;
+
+        if (0 == rnd() % 8) {
+            pw = last_pw ? last_pw : pw; /* mostly the same prefix length */
+        }
+        if (len < 8 * pw) {
+            len = 8 * pw;
+        }
+        fill_random(msg + 8 * keep, sizeof(msg) - 8 * keep);
+        if (0 == rnd() % 16 && keep > 0) {
+            size_t bit = (size_t) (rnd() % (64 * keep)); /* one bit of a kept word */
+            msg[bit / 8] ^= (uint8_t) (1u << (bit % 8));
+        }
+        expect_hit = (pw == last_pw && k == last_k && 0 == memcmp(msg, last, 8 * pw));
+        want = usnic_siphash24(&keys[k], msg, len);
+        got = usnic_siphash24_memo(&memo, &keys[k], msg, len, pw);
+        want_hits += expect_hit;
+        expect_hit ? hit_cases++ : miss_cases++;
+        if (got != want || memo.hits != want_hits) {
+            bad = i;
+        }
+        memcpy(last, msg, sizeof(msg));
+        last_pw = pw;
+        last_k = k;
+    }
+    check(bad < 0, "siphash24 memo: same tag as without, resumes exactly when the prefix matches",
+          "message %ld (hits %" PRIu64 ", expected %" PRIu64 ")", bad, memo.hits, want_hits);
+    check(hit_cases > 10000 && miss_cases > 10000, "siphash24 memo: both paths taken",
+          "%ld hits, %ld misses", hit_cases, miss_cases);
+
+    /* no memo, no prefix, a prefix longer than the message or the memo */
+    fill_random(msg, sizeof(msg));
+    check(usnic_siphash24_memo(NULL, &keys[0], msg, 40, 3) == usnic_siphash24(&keys[0], msg, 40) &&
+              usnic_siphash24_memo(&memo, &keys[0], msg, 40, 0) ==
+                  usnic_siphash24(&keys[0], msg, 40) &&
+              usnic_siphash24_memo(&memo, &keys[0], msg, 20, 3) ==
+                  usnic_siphash24(&keys[0], msg, 20) &&
+              usnic_siphash24_memo(&memo, &keys[0], msg, 120, USNIC_SIP_MEMO_WORDS + 1) ==
+                  usnic_siphash24(&keys[0], msg, 120) &&
+              usnic_siphash24_memo(&memo, &keys[0], msg, 24, 3) ==
+                  usnic_siphash24(&keys[0], msg, 24),
+          "siphash24 memo: edge cases are plain SipHash", "different tag");
+}
+
 static void test_sip_misc(void)
 {
     uint8_t b[8], c[8];
@@ -542,6 +617,7 @@ int main(void)
     rng_state = check_seed;
     test_sip_vectors();
     test_sip_pieces();
+    test_sip_memo();
     test_sip_misc();
     test_crc();
     return check_summary("test_auth");
