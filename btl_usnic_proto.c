@@ -111,15 +111,15 @@ size_t usnic_pkt_mac_hdr_len(unsigned type, uint32_t payload_len)
 /*
  * The MAC's input: the header fields before crc (bytes [0, 44) of the
  * common header) and the chunk and PUT headers, reordered so that what
- * the datagrams of one train share comes first and what changes from one
- * to the next comes last:
+ * successive datagrams to a peer share comes first and what changes from
+ * one to the next comes last:
  *
  *   [0, 20)   version, type, flags, tag, payload_len, sender_key, src_module
- *   [24, 28)  ack_seq
- *   [36, 44)  ts_echo, lane, reserved            (32 bytes: 4 words)
- *   chunk msg_len                                (CHUNK, PUT: 5 words)
- *   put reg_key, reg_offset                      (PUT: 7 words)
- *   [28, 32)  msg_id, [20, 24) seq, [32, 36) ts
+ *   [40, 44)  lane, reserved                     (24 bytes: 3 words)
+ *   chunk msg_len                                (CHUNK, PUT: 4 words)
+ *   put reg_key, reg_offset                      (PUT: 6 words)
+ *   [28, 32)  msg_id, [20, 24) seq, [32, 36) ts, [24, 28) ack_seq,
+ *   [36, 40)  ts_echo
  *   chunk offset                                 (CHUNK, PUT)
  *
  * then an ACK's SACK words, and with auth full everything after the
@@ -127,16 +127,17 @@ size_t usnic_pkt_mac_hdr_len(unsigned type, uint32_t payload_len)
  * the input's second byte), so two different headers never give the same
  * input.  The leading words are the same for every datagram of a train
  * (one fragment's chunks or one PUT's: same peer, type, flags, PML tag,
- * ACK, message and registration; only the last chunk's payload_len
- * differs), so with a memo (usnic_siphash24_memo) the MAC of each but the
- * first costs the last two or three words and the finalisation.
+ * message and registration; only the last chunk's payload_len differs) and
+ * for a run of equal-sized small messages (a ping-pong), so with a memo
+ * (usnic_siphash24_memo) the MAC costs the last three or four words and
+ * the finalisation.
  */
-#define MAC_FIXED_BYTES 32u /* the first part above */
-#define MAC_TAIL_BYTES 12u  /* msg_id, seq, ts */
+#define MAC_FIXED_BYTES 24u /* the first part above */
+#define MAC_TAIL_BYTES 20u  /* msg_id, seq, ts, ack_seq, ts_echo */
 
 /* Write the reordered headers of the packet at buf, of type `type`, to in;
- * returns their length (44, 60 or 76) and *prefix_words the words a train
- * shares. */
+ * returns their length (44, 60 or 76) and *prefix_words the words that
+ * successive datagrams share. */
 static size_t mac_input(const uint8_t *buf, unsigned type, uint8_t *in, size_t *prefix_words)
 {
     const uint8_t *ext = buf + sizeof(struct usnic_pkt_hdr);
@@ -147,11 +148,11 @@ static size_t mac_input(const uint8_t *buf, unsigned type, uint8_t *in, size_t *
                        offsetof(struct usnic_pkt_hdr, msg_id) == 28 &&
                        offsetof(struct usnic_pkt_hdr, ts) == 32 &&
                        offsetof(struct usnic_pkt_hdr, ts_echo) == 36 &&
+                       offsetof(struct usnic_pkt_hdr, lane) == 40 &&
                        offsetof(struct usnic_pkt_hdr, crc) == USNIC_MAC_HDR_BYTES,
                    "mac_input() knows the common header's layout");
     memcpy(in, buf, 20);
-    memcpy(in + 20, buf + 24, 4);
-    memcpy(in + 24, buf + 36, 8);
+    memcpy(in + 20, buf + 40, 4);
     if (USNIC_PKT_CHUNK == type || USNIC_PKT_PUT == type) {
         memcpy(in + n, ext + offsetof(struct usnic_chunk_hdr, msg_len), 8);
         n += 8;
@@ -161,9 +162,11 @@ static size_t mac_input(const uint8_t *buf, unsigned type, uint8_t *in, size_t *
         }
     }
     *prefix_words = n / 8;
-    memcpy(in + n, buf + 28, 4);
-    memcpy(in + n + 4, buf + 20, 4);
-    memcpy(in + n + 8, buf + 32, 4);
+    memcpy(in + n, buf + 28, 4);      /* msg_id */
+    memcpy(in + n + 4, buf + 20, 4);  /* seq */
+    memcpy(in + n + 8, buf + 32, 4);  /* ts */
+    memcpy(in + n + 12, buf + 24, 4); /* ack_seq */
+    memcpy(in + n + 16, buf + 36, 4); /* ts_echo */
     n += MAC_TAIL_BYTES;
     if (USNIC_PKT_CHUNK == type || USNIC_PKT_PUT == type) {
         memcpy(in + n, ext + offsetof(struct usnic_chunk_hdr, offset), 8);

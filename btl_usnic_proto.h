@@ -82,7 +82,7 @@
  * only through the modex) and of both modules' keys, so a packet MACed for
  * one receiver is no good at another.  It covers bytes [0, 44) of the common header (every field
  * before crc), the chunk and PUT headers, an ACK's SACK bitmap, and with auth "full" the payload
- * too; the header fields go into it in an order of their own, what the datagrams of a train share
+ * too; the header fields go into it in an order of their own, what successive datagrams share
  * first (btl_usnic_proto.c: mac_input; version 5).  crc is the CRC32C of the whole datagram except
  * the crc field itself (the mac included), computed after the mac.  Whether they are present is the
  * connection's setting (the stronger of the two peers' btl_usnic_auth and btl_usnic_checksum, known

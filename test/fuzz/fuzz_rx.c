@@ -324,10 +324,10 @@ static uint32_t oracle_crc(const uint8_t *b, size_t len)
 }
 
 /* The MAC field's value (protocol 5): the fields of header [0, 44) and of
- * the chunk/PUT headers in the MAC's order (train-wide ones first: [0, 20),
- * ack_seq, [36, 44), msg_len, the PUT header; then msg_id, seq, ts, the
- * chunk offset), an ACK's bitmap, and with auth 2 the rest (a parsed
- * datagram). */
+ * the chunk/PUT headers in the MAC's order (those successive datagrams
+ * share first: [0, 20), lane and reserved, msg_len, the PUT header; then
+ * msg_id, seq, ts, ack_seq, ts_echo, the chunk offset), an ACK's bitmap,
+ * and with auth 2 the rest (a parsed datagram). */
 static uint64_t oracle_mac(const uint8_t *b, size_t len, const struct usnic_sip_key *k, int auth)
 {
     const size_t hdr = sizeof(struct usnic_pkt_hdr);
@@ -337,8 +337,7 @@ static uint64_t oracle_mac(const uint8_t *b, size_t len, const struct usnic_sip_
 
     usnic_sip_init(&s, k);
     usnic_sip_update(&s, b, 20);     /* version .. src_module */
-    usnic_sip_update(&s, b + 24, 4); /* ack_seq */
-    usnic_sip_update(&s, b + 36, 8); /* ts_echo, lane, reserved */
+    usnic_sip_update(&s, b + 40, 4); /* lane, reserved */
     if (chunk) {
         usnic_sip_update(&s, b + hdr, 8); /* msg_len */
         h += sizeof(struct usnic_chunk_hdr);
@@ -350,6 +349,8 @@ static uint64_t oracle_mac(const uint8_t *b, size_t len, const struct usnic_sip_
     usnic_sip_update(&s, b + 28, 4); /* msg_id */
     usnic_sip_update(&s, b + 20, 4); /* seq */
     usnic_sip_update(&s, b + 32, 4); /* ts */
+    usnic_sip_update(&s, b + 24, 4); /* ack_seq */
+    usnic_sip_update(&s, b + 36, 4); /* ts_echo */
     if (chunk) {
         usnic_sip_update(&s, b + hdr + 8, 8); /* offset */
     }
