@@ -65,6 +65,16 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 build_prog hostile_job || finish
 job=$BIN
+# the attacker writes the wire format itself: its idea of the valid version
+# must be the component's, or its predictions are off by whole scenarios
+want_ver=$(sed -n 's/^#define USNIC_PROTO_VERSION \([0-9]*\).*/\1/p' "$MT_SRC/../../btl_usnic_proto.h")
+have_ver=$(sed -n 's/^#define VERSION \([0-9]*\).*/\1/p' "$MT_SRC/hostile.c")
+if [ -z "$want_ver" ] || [ "$want_ver" != "$have_ver" ]; then
+    fail "hostile speaks the component's protocol" \
+        "hostile.c VERSION '$have_ver', btl_usnic_proto.h USNIC_PROTO_VERSION '$want_ver': update hostile.c"
+    finish
+fi
+pass "hostile speaks the component's protocol (version $want_ver)"
 attacker=$TEST_TMP/bin/hostile
 if ! out=$(gcc -O2 -Wall -Wextra -o "$attacker.$$" "$MT_SRC/hostile.c" 2>&1); then
     fail "build hostile" "gcc failed"
