@@ -159,18 +159,25 @@ static inline void sip_absorb(struct sipv *v, uint64_t *tail, uint64_t *ntotal, 
     *tail = load_le_partial(p, len);
 }
 
+/* The rest of a one-shot computation: the n bytes at p, the last of a
+ * message of len bytes in all whose first len - n (a multiple of 8) v has
+ * absorbed; then the finalisation.  The tag. */
+static inline uint64_t sip_rest(struct sipv *v, const uint8_t *p, size_t n, size_t len)
+{
+    for (; n >= 8; p += 8, n -= 8) {
+        sip_word(v, load_le64(p));
+    }
+    /* the last word: the remaining bytes, and the length's low byte on top */
+    sip_word(v, load_le_partial(p, len & 7) | ((uint64_t) len << 56));
+    return sip_finish(v);
+}
+
 uint64_t usnic_siphash24(const struct usnic_sip_key *key, const void *data, size_t len)
 {
-    const uint8_t *p = data;
     struct sipv v;
 
     sip_start(&v, key);
-    for (size_t n = len; n >= 8; p += 8, n -= 8) {
-        sip_word(&v, load_le64(p));
-    }
-    /* the last word: the remaining bytes, and the length's low byte on top */
-    sip_word(&v, load_le_partial(p, len & 7) | ((uint64_t) len << 56));
-    return sip_finish(&v);
+    return sip_rest(&v, data, len, len);
 }
 
 uint64_t usnic_siphash24_memo(struct usnic_sip_memo *memo, const struct usnic_sip_key *key,
@@ -178,7 +185,7 @@ uint64_t usnic_siphash24_memo(struct usnic_sip_memo *memo, const struct usnic_si
 {
     const uint8_t *p = data;
     struct sipv v;
-    size_t i, n;
+    size_t i;
 
     if (NULL == memo || 0 == prefix_words || prefix_words > USNIC_SIP_MEMO_WORDS ||
         8 * prefix_words > len) {
@@ -210,12 +217,7 @@ uint64_t usnic_siphash24_memo(struct usnic_sip_memo *memo, const struct usnic_si
     memo->v2 = v.v2;
     memo->v3 = v.v3;
 rest:
-    p += 8 * prefix_words;
-    for (n = len - 8 * prefix_words; n >= 8; p += 8, n -= 8) {
-        sip_word(&v, load_le64(p));
-    }
-    sip_word(&v, load_le_partial(p, len & 7) | ((uint64_t) len << 56));
-    return sip_finish(&v);
+    return sip_rest(&v, p + 8 * prefix_words, len - 8 * prefix_words, len);
 }
 
 void usnic_sip_init(struct usnic_sip_state *s, const struct usnic_sip_key *key)

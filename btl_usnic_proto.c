@@ -177,25 +177,25 @@ static size_t mac_input(const uint8_t *buf, unsigned type, uint8_t *in, size_t *
 
 /*
  * The MAC of the datagram of `len` contiguous bytes at buf then zc_len
- * bytes at zc; mac_hdr (from usnic_pkt_mac_hdr_len()) is within the
+ * bytes at zc, whose headers (usnic_pkt_mac_hdr_len()) are within the
  * contiguous part.  memo (may be NULL) speeds up runs of datagrams that
  * share the input's first words.
  */
 static uint64_t pkt_mac(const uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len,
-                        size_t mac_hdr, const struct usnic_sip_key *key,
-                        struct usnic_sip_memo *memo, bool full)
+                        const struct usnic_sip_key *key, struct usnic_sip_memo *memo, bool full)
 {
-    unsigned type = ((const struct usnic_pkt_hdr *) buf)->type;
-    size_t hdrs = usnic_pkt_hdr_len(type);
+    const struct usnic_pkt_hdr *hdr = (const struct usnic_pkt_hdr *) buf;
+    unsigned type = hdr->type;
+    /* the headers, and where what the header MAC covers ends (after an
+     * ACK's SACK words) */
+    size_t hdrs = usnic_pkt_mac_hdr_len(type, 0);
+    size_t mac_hdr = usnic_pkt_mac_hdr_len(type, hdr->payload_len);
     struct usnic_auth_piece pieces[4];
     uint64_t in[(USNIC_HDR_LEN_PUT - (sizeof(struct usnic_pkt_hdr) - USNIC_MAC_HDR_BYTES) +
                  sizeof(struct usnic_sack) * 4 + 7) /
                 8];
     size_t n = 0, prefix_words, m;
 
-    if (0 == hdrs) {
-        hdrs = USNIC_HDR_LEN_FRAG; /* parsing rejects unknown types first */
-    }
     if (USNIC_PKT_ACK == type) {
         memo = NULL; /* ACKs seldom share their first words: leave it to the data */
     }
@@ -235,10 +235,7 @@ void usnic_pkt_seal(uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len,
 {
     struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) buf;
 
-    hdr->mac = (0 != auth) ? pkt_mac(buf, len, zc, zc_len,
-                                     usnic_pkt_mac_hdr_len(hdr->type, hdr->payload_len), key, memo,
-                                     2 == auth)
-                           : 0;
+    hdr->mac = (0 != auth) ? pkt_mac(buf, len, zc, zc_len, key, memo, 2 == auth) : 0;
     hdr->crc = crc ? pkt_crc(buf, len, zc, zc_len) : 0;
 }
 
@@ -253,9 +250,7 @@ enum usnic_drop_reason usnic_pkt_verify(const uint8_t *buf, size_t len,
         return USNIC_DROP_CHECKSUM;
     }
     if (0 != auth &&
-        !usnic_sip_tag_equal(hdr->mac, pkt_mac(buf, len, NULL, 0,
-                                               usnic_pkt_mac_hdr_len(hdr->type, hdr->payload_len),
-                                               key, memo, 2 == auth))) {
+        !usnic_sip_tag_equal(hdr->mac, pkt_mac(buf, len, NULL, 0, key, memo, 2 == auth))) {
         return USNIC_DROP_AUTH;
     }
     return USNIC_PKT_OK;
