@@ -174,8 +174,10 @@ fi
 
 # ---- completion errors --------------------------------------------------------
 : > "$CTL"
-ctl_later 1 "cqerr usnic_0 4 send crc"
-USNIC_TD_CONTROL=$CTL td_run 2 "$PP" -m 4194304 -i 0.2
+# at a point of the job, not a second after its start: on a fast machine
+# the whole ping-pong can end before then (cq_errors 0 in CI once)
+ctl_when pingpong "^dir 0 size  *65537 " "cqerr usnic_0 4 send crc"
+USNIC_TD_CONTROL=$CTL td_run 2 "$PP" -v -m 4194304 -i 0.2
 wait
 if check_run "usnic-prov cqerr" $? 2 && td_assert "usnic-prov cqerr"; then
     n=$(stat_sum "$RUN_LOG" cq_errors)
