@@ -147,6 +147,8 @@ static void path_fail(mca_btl_base_endpoint_t *ep, const char *topic, uint32_t s
     inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
     inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
     usnic_rec_ifname(&ep->remote, rif);
+    USNIC_VERBOSE(1, "%s (%s): %s to %s (%s), %u bytes", module->ifname, lip, topic, rip, rif,
+                  (unsigned) size);
     if (0 == strcmp(topic, "no path")) {
         opal_show_help("help-mpi-btl-usnic.txt", topic, true, opal_process_info.nodename,
                        module->ifname, lip, peer_host(ep), rif, rip,

@@ -172,6 +172,15 @@ if check_run "usnic-prov faults drop=0.05" $? 2 && td_assert "usnic-prov faults 
     fi
 fi
 
+# help_lost VERBOSE_RE: mpirun lost the last run's help message, and the
+# process's verbose line (VERBOSE_RE) proves it was sent.  Open MPI 4.1.4's
+# mpirun drops help messages that two processes send at about the same
+# time (one in two runs of the cqerr case, both in one in fifteen) and says
+# so with an ORTE_ERROR_LOG naming show_help.c.
+help_lost() {
+    grep -q "$1" "$RUN_LOG" && grep -q "ORTE_ERROR_LOG.*show_help" "$RUN_LOG"
+}
+
 # ---- completion errors --------------------------------------------------------
 : > "$CTL"
 # at a point of the job, not a second after its start: on a fast machine
@@ -183,23 +192,23 @@ if check_run "usnic-prov cqerr" $? 2 && td_assert "usnic-prov cqerr"; then
     n=$(stat_sum "$RUN_LOG" cq_errors)
     if [ "$n" -le 0 ]; then
         fail "usnic-prov cqerr reported" "cq_errors sum is $n" "$RUN_LOG"
-    elif ! grep -q "A libfabric completion of the usnic BTL reported an error" "$RUN_LOG" ||
-        ! grep -q "CRC error" "$RUN_LOG"; then
-        fail "usnic-prov cqerr reported" "no decoded completion-error message" "$RUN_LOG"
-    else
+    elif grep -q "A libfabric completion of the usnic BTL reported an error" "$RUN_LOG" &&
+        grep -q "^ *Provider: *CRC error" "$RUN_LOG"; then
         pass "usnic-prov cqerr reported (cq_errors=$n, decoded)"
+    elif help_lost "usnic_0: send completion error .*: CRC error"; then
+        pass "usnic-prov cqerr reported (cq_errors=$n, decoded; mpirun lost the help message)"
+    else
+        fail "usnic-prov cqerr reported" "no decoded completion-error message" "$RUN_LOG"
     fi
 fi
 
 # ---- link down ------------------------------------------------------------------
 # link_down_told DEV ADDR: the last run told the user that DEV's link went
-# down: its help message is in the log, or mpirun lost it (it sometimes
-# does) and the verbose line plus mpirun's complaint prove it was sent.
+# down: its help message is in the log, or mpirun lost it (help_lost).
 link_down_told() {
     grep -q -e "device $1 (interface lo, address $2) went" \
         -e "help-mpi-btl-usnic.txt / link down" "$RUN_LOG" ||
-        { grep -q "$1 ($2): link down" "$RUN_LOG" &&
-            grep -q "ORTE_ERROR_LOG.*show_help" "$RUN_LOG"; }
+        help_lost "$1 ($2): link down"
 }
 
 # two VFs on different networks: each rank's usnic_0 pairs with the other's
