@@ -89,7 +89,7 @@ struct kern_rx {
     int n;
     bool busy;                  /* its buffers are being processed: no recursive poll */
     bool single;                /* the last poll found at most one datagram */
-    struct kern_direct *direct; /* data channel with UDP_GRO only */
+    struct kern_direct *direct; /* data channel with UDP_GRO or large datagrams only */
     usnic_seg_t **segs;
     struct mmsghdr *msgs;
     struct iovec *iov;
@@ -237,7 +237,13 @@ static int kern_post_recvs(usnic_module_t *module, usnic_channel_t *chan)
         rx->iov[i].iov_len = chan->rx_buf;
         reset_msg(chan, rx, i);
     }
-    if (USNIC_CHAN_DATA == chan->id && chan->gro && chan->rx_buf >= KERN_GRO_BYTES &&
+    /* With UDP_GRO, or with datagrams too large for trains (loopback's
+     * 65507 bytes): a receive then brings many bytes, so one recvmsg with
+     * its own iovec per receive costs less than the copy it saves.  (At
+     * 1472-byte datagrams without GRO it would replace a batch of 64 by
+     * single receives.) */
+    if (USNIC_CHAN_DATA == chan->id &&
+        ((chan->gro && chan->rx_buf >= KERN_GRO_BYTES) || chan->mtu > KERN_TRAIN_DGRAM_MAX) &&
         0 != mca_btl_usnic_component.params.direct_recv) {
         rx->direct = calloc(1, sizeof(*rx->direct));
         if (NULL == rx->direct) {

@@ -14,6 +14,10 @@
 #   f. messages up to 256 KiB + 1 (eager, chunked, no PUT): chunks
 #      received straight into the reassembly buffer (rx_direct > 0)
 #   g. messages up to 512 KiB + 1: the largest go by rendezvous and PUT
+#   h. loopback's own datagram size (65507 bytes: too large for trains or
+#      GRO): no trains, but chunks still received straight into their
+#      destination (rx_direct > 0), also with 2% drops, 1% duplicates and
+#      2% reordering injected
 #   e. btl_usnic_direct_recv 0: trains, but no chunk received straight
 #      into its target (a., c. and f. receive them so: rx_direct > 0; b.'s
 #      injected faults take the whole-datagram path; t_hostile and
@@ -102,6 +106,20 @@ gfloor=$((4 * $(pingpong_size_sum 524289)))
 EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -m 524289
 if check_run "gso: up to 512 KiB + 1" $? 2 "$gfloor"; then
     each_rank "gso: 512 KiB messages by PUT" puts -gt 0
+fi
+
+# h. the default datagram size: 65507 bytes on loopback
+run_mpi 2 "$BIN"
+if check_run "gso: 65507-byte datagrams" $? 2 "$floor" && $kernel; then
+    each_rank "gso: 65507-byte datagrams, no train" gso_trains -eq 0
+    each_rank "gso: 65507-byte datagrams received in place (direct receive)" rx_direct -gt 0
+fi
+EXTRA_MCA="${EXTRA_MCA:-} --mca btl_usnic_debug_seed 11 --mca btl_usnic_debug_drop_rate 0.02
+    --mca btl_usnic_debug_dup_rate 0.01 --mca btl_usnic_debug_reorder_rate 0.02" run_mpi 2 "$BIN"
+if check_run "gso: 65507-byte datagrams, loss, duplicates, reordering" $? 2 "$floor" &&
+    usnic_mode; then
+    each_rank "gso: 65507-byte datagrams under faults, dropped" inj_drop -gt 0
+    each_rank "gso: 65507-byte datagrams under faults, resent" retrans -gt 0
 fi
 
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"
