@@ -353,6 +353,8 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
                             bool *drained)
 {
     struct kern_direct *kd = rx->direct;
+    /* without UDP_GRO a receive holds one datagram */
+    const size_t kmax = chan->gro ? KERN_DIRECT_SEGS : 1;
     int count = 0;
 
     *drained = false;
@@ -387,7 +389,7 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
         }
         sender_key = ep->remote.key; /* (callbacks below may change the endpoint) */
         for (uint64_t off = want.next;
-             off < want.msg_len && k < KERN_DIRECT_SEGS && (k + 1) * step <= KERN_GRO_BYTES;
+             off < want.msg_len && k < kmax && (k + 1) * step <= KERN_GRO_BYTES;
              off += want.plen, k++) {
             uint64_t left = want.msg_len - off;
             kd->iov[niov].iov_base = kd->hdr[k].b;
