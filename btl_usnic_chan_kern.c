@@ -387,6 +387,12 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
             module->direct.ep = NULL;
             break;
         }
+        if (!chan->gro && step <= KERN_TRAIN_DGRAM_MAX) {
+            /* small datagrams without GRO (a path to this peer cut to a
+             * smaller size): a batch of 64 receives costs less than a
+             * system call per datagram saves */
+            break;
+        }
         sender_key = ep->remote.key; /* (callbacks below may change the endpoint) */
         for (uint64_t off = want.next;
              off < want.msg_len && k < kmax && (k + 1) * step <= KERN_GRO_BYTES;
