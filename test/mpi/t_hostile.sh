@@ -9,7 +9,9 @@
 # traffic, replays of genuine packets (see hostile.c for the list).
 #
 # Four configurations, one job each:
-#   auth header     (the default)          every scenario, blind and on-path
+#   auth header     (the default)          every scenario, blind and on-path;
+#                                          kernel backend: 65507-byte PUT
+#                                          chunks received in place
 #   auth full + checksum 1                 every scenario
 #   auth none                              the blind scenarios only, from an
 #                                          attacker that reads nothing (-b);
@@ -401,6 +403,9 @@ hostile_run() {
 }
 
 hostile_run "hostile auth=header" "all"
+# (on lo the kernel backend's 65507-byte datagrams are received in place
+# too: the attack lands among them)
+[ "$(usnic_backend)" = kernel ] && assert_direct_receive "hostile auth=header"
 hostile_run "hostile auth=full checksum=1" "-a full all" --mca btl_usnic_auth full --mca btl_usnic_checksum 1
 hostile_run "hostile auth=none (blind)" "-b blind" --mca btl_usnic_auth none
 # The kernel backend with 1472-byte datagrams: the job's PUTs arrive in
