@@ -210,6 +210,8 @@ static const struct usnic_rel_ops endpoint_rel_ops = {
     .acked = op_acked,
     .timer_set = op_timer_set,
     .probe = op_probe,
+    .seg_lead = offsetof(usnic_seg_t, rel),
+    .seg_bytes = offsetof(usnic_seg_t, chan), /* usnic_seg_t: the first two lines */
 };
 
 /* ---- reassembly buffers ---- */

@@ -39,23 +39,32 @@ enum usnic_seg_kind {
     USNIC_SEG_RECV  /* receive buffer from a channel's rx_segs */
 };
 
+/*
+ * The fields are in the order of the cache lines they share (items are
+ * cache-line aligned): what acknowledging a segment touches fits the first
+ * two lines (the free list's link, refs, zc_len; rel, kind, hdr_len,
+ * module, ep, frag, zc_ptr).  A streaming sender touches each segment once
+ * when it sends it and again when it is acknowledged, and the window's
+ * payload passes through the cache in between, so every line touched is a
+ * miss (usnic_seg_alloc and the ACK loop prefetch them).
+ */
 typedef struct usnic_seg {
     opal_free_list_item_t super; /* super.ptr: prefix + MTU bytes of buffer */
-    struct fi_context fictx;     /* operation context handed to libfabric */
-    struct usnic_rel_seg rel;    /* reliability state (seq, timer, resend) */
+    int refs;                    /* see the lifetime rules above */
+    uint32_t zc_len;
+    struct usnic_rel_seg rel; /* reliability state (seq, timer, resend) */
     enum usnic_seg_kind kind;
-    enum usnic_channel_id chan; /* channel it is sent on / was received on */
-    int refs;                   /* see the lifetime rules above */
+    uint32_t hdr_len; /* bytes of buf to send (headers + inline payload) */
     struct usnic_module *module;
     struct mca_btl_base_endpoint_t *ep;
-    struct usnic_frag *frag; /* parent fragment, if any */
-    uint8_t *buf;            /* super.ptr + prefix: where our header starts */
-    uint32_t hdr_len;        /* bytes of buf to send (headers + inline payload) */
-    uint32_t payload_len;    /* payload bytes (inline + zero-copy) */
-    const void *zc_ptr;      /* zero-copy payload after buf, or NULL */
-    uint32_t zc_len;
-    void *desc;  /* FI_MR_LOCAL: fi_mr_desc() of the registration holding super.ptr */
-    bool posted; /* handed to the provider, completion not seen yet (fictx in use) */
+    struct usnic_frag *frag;    /* parent fragment, if any */
+    const void *zc_ptr;         /* zero-copy payload after buf, or NULL */
+    enum usnic_channel_id chan; /* channel it is sent on / was received on */
+    uint32_t payload_len;       /* payload bytes (inline + zero-copy) */
+    uint8_t *buf;               /* super.ptr + prefix: where our header starts */
+    void *desc;              /* FI_MR_LOCAL: fi_mr_desc() of the registration holding super.ptr */
+    bool posted;             /* handed to the provider, completion not seen yet (fictx in use) */
+    struct fi_context fictx; /* operation context handed to libfabric */
 } usnic_seg_t;
 OBJ_CLASS_DECLARATION(usnic_seg_t);
 

@@ -76,6 +76,23 @@ static inline struct usnic_rel_seg **tx_slot(struct usnic_rel *rel, usnic_seq_t 
     return &rel->tx.win[seq & (rel->tx.win_size - 1u)];
 }
 
+/* Segments this far ahead of the one being acknowledged are prefetched. */
+#define ACK_PREFETCH_AHEAD 4u
+
+/* Prefetch the transport's object of the segment at seq (in the window). */
+static inline void prefetch_seg(struct usnic_rel *rel, usnic_seq_t seq)
+{
+    const struct usnic_rel_seg *seg = *tx_slot(rel, seq);
+
+    if (NULL != seg) {
+        const uint8_t *base = (const uint8_t *) seg - rel->ops->seg_lead;
+        size_t n = (0 != rel->ops->seg_bytes) ? rel->ops->seg_bytes : sizeof(*seg);
+        for (size_t off = 0; off < n; off += 64) {
+            __builtin_prefetch(base + off, 1);
+        }
+    }
+}
+
 static inline unsigned lane_of(const struct usnic_rel_seg *seg)
 {
     return seg->lane % USNIC_REL_LANES;
@@ -370,6 +387,9 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
     }
     while (usnic_seq_lt(rel->tx.acked, ack)) {
         struct usnic_rel_seg **slot;
+        if (usnic_seq_lt(rel->tx.acked + ACK_PREFETCH_AHEAD, ack)) {
+            prefetch_seg(rel, rel->tx.acked + ACK_PREFETCH_AHEAD + 1u);
+        }
         rel->tx.acked++;
         slot = tx_slot(rel, rel->tx.acked);
         if (NULL != *slot) {

@@ -124,6 +124,11 @@ struct usnic_rel_ops {
     /* send a ping on `lane`: an ACK packet (with our ACK, as an explicit
      * ACK) that asks for an immediate ACK, stamped ts */
     void (*probe)(struct usnic_rel *rel, uint8_t lane, uint32_t ts);
+    /* the transport's object around each usnic_rel_seg: it starts seg_lead
+     * bytes before it, and acknowledging a segment touches its first
+     * seg_bytes bytes, which the ACK loop prefetches a few segments ahead
+     * (0: the usnic_rel_seg only) */
+    size_t seg_lead, seg_bytes;
 };
 
 /* Timer settings, in the transport's time unit. */
