@@ -355,6 +355,10 @@ int usnic_check_rx_limits(const char *provider, const char *device, size_t rx_si
 
 /* btl_usnic_component.c */
 int usnic_component_progress(void);
+
+/* A help message (help-mpi-btl-usnic.txt, topic) about an event while the
+ * job runs, written to this process's stderr (btl_usnic_component.c). */
+void usnic_show_help_running(const char *topic, ...);
 void usnic_module_teardown(usnic_module_t *module);
 
 /* btl_usnic_hwloc.c: raise the btl_latency of devices farther from our binding */

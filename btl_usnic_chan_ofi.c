@@ -541,7 +541,7 @@ static int cq_error(usnic_module_t *module, usnic_channel_t *chan)
     char buf[256];
     const char *text;
     usnic_seg_t *seg;
-    bool recv, first;
+    bool recv;
 
     memset(&err, 0, sizeof(err));
     if (fi_cq_readerr(chan->cq, &err, 0) <= 0) {
@@ -555,22 +555,18 @@ static int cq_error(usnic_module_t *module, usnic_channel_t *chan)
     if (NULL == text || '\0' == text[0]) {
         text = fi_strerror(0 != err.prov_errno ? err.prov_errno : err.err);
     }
-    first = NULL != module->ofi && !module->ofi->cq_err_reported && !module->link_down;
-    /* the first at level 1 too: mpirun 4.1 can lose a help message that two
-     * processes send at once ("ORTE_ERROR_LOG: Data unpack would read past
-     * end of buffer in file ../../../orte/util/show_help.c"), and the
-     * process's own output keeps the decoded error then */
-    USNIC_VERBOSE(first ? 1 : 20, "%s: %s completion error %d (provider %d): %s", module->ifname,
-                  recv ? "receive" : "send", err.err, err.prov_errno, text);
-    if (first) {
+    if (NULL != module->ofi && !module->ofi->cq_err_reported && !module->link_down) {
         char code[64];
         module->ofi->cq_err_reported = true;
         snprintf(code, sizeof(code), "%d (%s), provider code %d", err.err, fi_strerror(err.err),
                  err.prov_errno);
-        opal_show_help("help-mpi-btl-usnic.txt", "completion error", true,
-                       opal_process_info.nodename, module->ifname, module->prov_name,
-                       USNIC_CHAN_PRIO == chan->id ? "priority" : "data", recv ? "receive" : "send",
-                       code, text);
+        usnic_show_help_running("completion error", opal_process_info.nodename, module->ifname,
+                                module->prov_name,
+                                USNIC_CHAN_PRIO == chan->id ? "priority" : "data",
+                                recv ? "receive" : "send", code, text);
+    } else {
+        USNIC_VERBOSE(20, "%s: %s completion error %d (provider %d): %s", module->ifname,
+                      recv ? "receive" : "send", err.err, err.prov_errno, text);
     }
     if (NULL == seg) {
         return 1;

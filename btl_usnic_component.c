@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -548,6 +549,36 @@ void usnic_module_teardown(usnic_module_t *module)
     OBJ_DESTRUCT(&module->sendq_eps);
     OBJ_DESTRUCT(&module->endpoints);
     OBJ_DESTRUCT(&module->senders);
+}
+
+/*
+ * Help messages about events while the job runs (a completion error, a
+ * link that went down or a path MTU cut, a peer unreachable, no path) are
+ * rendered here and written to this process's stderr, which the runtime
+ * forwards as any output, instead of going through opal_show_help: Open
+ * MPI 4.1.4's mpirun (with Debian's PMIx) relays an application process's
+ * help message through a PMIx log handler that loses some when processes
+ * send them at about the same time ("ORTE_ERROR_LOG: Data unpack would
+ * read past end of buffer in file ../../../orte/util/show_help.c"), and
+ * that has crashed mpirun itself (SIGSEGV in pmix_server_log_fn ->
+ * orte_rml_oob_send_buffer_nb, seen in our CI when both ranks reported a
+ * link down): a link that goes down must not end a job that can go on
+ * without it.  The price: no aggregation across processes; each message
+ * is still shown once per process and event.  Messages at start-up keep
+ * opal_show_help (one per job, the job ends anyway).
+ */
+void usnic_show_help_running(const char *topic, ...)
+{
+    va_list ap;
+    char *msg;
+
+    va_start(ap, topic);
+    msg = opal_show_help_vstring("help-mpi-btl-usnic.txt", topic, true, ap);
+    va_end(ap);
+    if (NULL != msg) {
+        opal_output(0, "%s", msg);
+        free(msg);
+    }
 }
 
 /* ---------------------------------------------------------------------- */

@@ -505,10 +505,8 @@ void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why)
     ep->dead = true;
     inet_ntop(AF_INET, &ep->remote.ipv4, addr, sizeof(addr));
     inet_ntop(AF_INET, &module->if_addr.sin_addr, laddr, sizeof(laddr));
-    USNIC_VERBOSE(1, "%s (%s): peer %s unreachable: %s", module->ifname, laddr, addr, why);
-    opal_show_help(
-        "help-mpi-btl-usnic.txt", "peer unreachable", true, opal_process_info.nodename,
-        module->ifname, laddr,
+    usnic_show_help_running(
+        "peer unreachable", opal_process_info.nodename, module->ifname, laddr,
         (NULL != ep->proc && NULL != ep->proc->proc_hostname) ? ep->proc->proc_hostname : "unknown",
         usnic_rec_ifname(&ep->remote, rif), addr, mca_btl_usnic_component.params.peer_timeout, why);
     if (NULL != module->error_cb) {

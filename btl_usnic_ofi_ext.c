@@ -192,9 +192,9 @@ static void link_event(usnic_module_t *module, bool down)
         }
         USNIC_VERBOSE(1, "%s (%s): link down, %d usnic device(s) of this process still up",
                       module->ifname, abuf, up);
-        opal_show_help("help-mpi-btl-usnic.txt", "link down", true, module->ifname,
-                       NULL != module->ofi ? module->ofi->vf.ifname : "?", abuf,
-                       opal_process_info.nodename, up);
+        usnic_show_help_running("link down", module->ifname,
+                                NULL != module->ofi ? module->ofi->vf.ifname : "?", abuf,
+                                opal_process_info.nodename, up);
     } else {
         /* try the direct way at once: a peer whose own link is still down
          * says so with its next datagram (flagged), and we go around again,

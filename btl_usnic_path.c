@@ -147,15 +147,13 @@ static void path_fail(mca_btl_base_endpoint_t *ep, const char *topic, uint32_t s
     inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
     inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
     usnic_rec_ifname(&ep->remote, rif);
-    USNIC_VERBOSE(1, "%s (%s): %s to %s (%s), %u bytes", module->ifname, lip, topic, rip, rif,
-                  (unsigned) size);
     if (0 == strcmp(topic, "no path")) {
-        opal_show_help("help-mpi-btl-usnic.txt", topic, true, opal_process_info.nodename,
-                       module->ifname, lip, peer_host(ep), rif, rip,
-                       p->connectivity_error_num_retries, p->connectivity_ack_timeout);
+        usnic_show_help_running(topic, opal_process_info.nodename, module->ifname, lip,
+                                peer_host(ep), rif, rip, p->connectivity_error_num_retries,
+                                p->connectivity_ack_timeout);
     } else {
-        opal_show_help("help-mpi-btl-usnic.txt", topic, true, opal_process_info.nodename,
-                       module->ifname, lip, peer_host(ep), rif, rip, ep->path_full, size);
+        usnic_show_help_running(topic, opal_process_info.nodename, module->ifname, lip,
+                                peer_host(ep), rif, rip, ep->path_full, size);
     }
     if (NULL != module->error_cb) {
         module->error_cb(&module->super, MCA_BTL_ERROR_FLAGS_FATAL, ep->proc,
@@ -224,9 +222,9 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
                 if (nwarned < 64) {
                     warned[nwarned++] = k;
                 }
-                opal_show_help("help-mpi-btl-usnic.txt", "path mtu reduced", true,
-                               opal_process_info.nodename, module->ifname, lip, peer_host(ep), rif,
-                               rip, ep->path_full, res->size);
+                usnic_show_help_running("path mtu reduced", opal_process_info.nodename,
+                                        module->ifname, lip, peer_host(ep), rif, rip, ep->path_full,
+                                        res->size);
             }
         }
         return;
@@ -311,8 +309,8 @@ void usnic_path_map_write(void)
         static bool told;
         if (!told) {
             told = true;
-            opal_show_help("help-mpi-btl-usnic.txt", "connectivity map", true,
-                           opal_process_info.nodename, name, strerror(errno));
+            usnic_show_help_running("connectivity map", opal_process_info.nodename, name,
+                                    strerror(errno));
         }
         return;
     }

@@ -172,15 +172,6 @@ if check_run "usnic-prov faults drop=0.05" $? 2 && td_assert "usnic-prov faults 
     fi
 fi
 
-# help_lost VERBOSE_RE: mpirun lost the last run's help message, and the
-# process's verbose line (VERBOSE_RE) proves it was sent.  Open MPI 4.1.4's
-# mpirun drops help messages that two processes send at about the same
-# time (one in two runs of the cqerr case, both in one in fifteen) and says
-# so with an ORTE_ERROR_LOG naming show_help.c.
-help_lost() {
-    grep -q "$1" "$RUN_LOG" && grep -q "ORTE_ERROR_LOG.*show_help" "$RUN_LOG"
-}
-
 # ---- completion errors --------------------------------------------------------
 : > "$CTL"
 # at a point of the job, not a second after its start: on a fast machine
@@ -192,23 +183,24 @@ if check_run "usnic-prov cqerr" $? 2 && td_assert "usnic-prov cqerr"; then
     n=$(stat_sum "$RUN_LOG" cq_errors)
     if [ "$n" -le 0 ]; then
         fail "usnic-prov cqerr reported" "cq_errors sum is $n" "$RUN_LOG"
-    elif grep -q "A libfabric completion of the usnic BTL reported an error" "$RUN_LOG" &&
-        grep -q "^ *Provider: *CRC error" "$RUN_LOG"; then
-        pass "usnic-prov cqerr reported (cq_errors=$n, decoded)"
-    elif help_lost "usnic_0: send completion error .*: CRC error"; then
-        pass "usnic-prov cqerr reported (cq_errors=$n, decoded; mpirun lost the help message)"
-    else
+    elif ! grep -q "^ *Provider: *CRC error" "$RUN_LOG"; then
         fail "usnic-prov cqerr reported" "no decoded completion-error message" "$RUN_LOG"
+    elif [ "$(grep -c "A libfabric completion of the usnic BTL reported an error" "$RUN_LOG")" -ne 2 ]; then
+        # both ranks got errors: each tells once, and neither message may
+        # be lost (they go to the process's stderr, not through mpirun's
+        # help relay, which drops or crashes on messages sent at once)
+        fail "usnic-prov cqerr reported" "want the message once from each of the 2 ranks" "$RUN_LOG"
+    else
+        pass "usnic-prov cqerr reported (cq_errors=$n, decoded, once per rank)"
     fi
 fi
 
 # ---- link down ------------------------------------------------------------------
-# link_down_told DEV ADDR: the last run told the user that DEV's link went
-# down: its help message is in the log, or mpirun lost it (help_lost).
+# link_down_told DEV ADDR MIN: the last run told the user that DEV's link
+# went down, by its help message from at least MIN ranks (a message goes to
+# the process's stderr, not through mpirun's help relay, so none is lost).
 link_down_told() {
-    grep -q -e "device $1 (interface lo, address $2) went" \
-        -e "help-mpi-btl-usnic.txt / link down" "$RUN_LOG" ||
-        help_lost "$1 ($2): link down"
+    [ "$(grep -c "device $1 (interface lo, address $2) went" "$RUN_LOG")" -ge "$3" ]
 }
 
 # two VFs on different networks: each rank's usnic_0 pairs with the other's
@@ -225,7 +217,7 @@ if [ "$rc" -ne 0 ] || ! grep -q "^OK pingpong$" "$RUN_LOG"; then
     fail "usnic-prov link down, 2 VFs" "mpirun rc=$rc, no 'OK pingpong'" "$RUN_LOG"
 elif [ "$(grep -c 'dev=usnic_1' "$RUN_LOG")" -lt 2 ]; then
     fail "usnic-prov link down, 2 VFs" "usnic_1 was not used by both ranks" "$RUN_LOG"
-elif ! link_down_told usnic_1 127.1.0.1; then
+elif ! link_down_told usnic_1 127.1.0.1 2; then
     fail "usnic-prov link down, 2 VFs" "no link-down message naming usnic_1" "$RUN_LOG"
 elif [ "$n" -le 0 ]; then
     fail "usnic-prov link down, 2 VFs" "detours sum is $n" "$RUN_LOG"
@@ -297,10 +289,10 @@ if [ "$rc" -eq 124 ]; then
     fail "usnic-prov link down, only VF" "hung (timeout)" "$RUN_LOG"
 elif [ "$rc" -eq 0 ]; then
     fail "usnic-prov link down, only VF" "the job succeeded (the link was never down?)" "$RUN_LOG"
-elif ! link_down_told usnic_0 127.0.0.1; then
+elif ! link_down_told usnic_0 127.0.0.1 1; then
     fail "usnic-prov link down, only VF" "no link-down message" "$RUN_LOG"
 elif ! grep -q -e "link of device usnic_0 has been down" -e "usnic: peer unreachable" "$RUN_LOG"; then
-    # (mpirun may lose the help message, not the error callback's text)
+    # (the peer-unreachable help message, or the error callback's text)
     fail "usnic-prov link down, only VF" "no 'peer unreachable'" "$RUN_LOG"
 else
     pass "usnic-prov link down, only VF: error (rc=$rc) with the message, no hang"
