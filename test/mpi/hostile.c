@@ -1403,6 +1403,12 @@ static void sc_payload(int t, unsigned n)
         for (int j = 0; j < 1 + (int) below(4); j++) {
             pk[hl + below(s->len - hl)] ^= (uint8_t) (1 + below(255));
         }
+        if (0 == memcmp(pk + hl, s->b + hl, s->len - hl)) {
+            /* the changes cancelled out (the same byte twice with the same
+             * value): that would be a genuine copy, not a forgery (CI once
+             * counted one AUTH short and one COPY over) */
+            pk[hl] ^= 1;
+        }
         if (crc_on(t)) {
             put32(pk, O_CRC, pkt_crc(pk, s->len));
         }
