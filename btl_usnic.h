@@ -103,9 +103,10 @@ typedef struct usnic_channel {
         struct usnic_seg *seg[USNIC_TRAIN_MAX];
         const struct mca_btl_base_endpoint_t *ep; /* their destination */
         int n;
-        uint32_t seg_len; /* every datagram's length but the last's */
-        uint32_t bytes;
-        bool closed; /* a shorter datagram ended it */
+        uint16_t pad[USNIC_TRAIN_MAX]; /* padding after each datagram (USNIC_PKT_FLAG_PAD) */
+        uint32_t seg_len;              /* every datagram's length but the last's */
+        uint32_t bytes;                /* with the padding */
+        bool closed;                   /* a shorter datagram ended it */
     } train;
 } usnic_channel_t;
 

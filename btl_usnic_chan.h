@@ -99,5 +99,11 @@ void usnic_rx_datagram_split(usnic_module_t *module, usnic_channel_t *chan, cons
                              size_t hdr_len, const uint8_t *payload, size_t payload_len);
 /* A datagram queued in a train that the kernel refused (send.c). */
 void usnic_train_failed(usnic_module_t *module, struct usnic_seg *seg);
+/* Mark a data datagram queued last in a train, shorter than the train's
+ * datagrams, as padded (USNIC_PKT_FLAG_PAD, its MAC and checksum made
+ * again) so that more can follow it in the train (send.c).  False where it
+ * cannot be (an ACK). */
+bool usnic_train_pad(usnic_module_t *module, struct usnic_seg *seg,
+                     const struct mca_btl_base_endpoint_t *ep);
 
 #endif

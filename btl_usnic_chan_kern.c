@@ -433,18 +433,27 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
         }
         for (size_t pos = 0; pos < r; pos += seg_step, j++) {
             size_t len = (r - pos < seg_step) ? r - pos : seg_step;
+            size_t plen = (j < k) ? kd->iov[2 * j + 1].iov_len : 0;
+            /* the message's last chunk may be padded (a train went on with
+             * the next message): the padding went to the tail */
+            bool padded =
+                j + 1 == k && len >= hlen && len - hlen > plen &&
+                want.next + j * want.plen + plen == want.msg_len &&
+                0 != (((const struct usnic_pkt_hdr *) kd->hdr[j].b)->flags & USNIC_PKT_FLAG_PAD);
             if (j < k && (seg_step == step || len == r) && len >= hlen &&
-                len - hlen == kd->iov[2 * j + 1].iov_len &&
-                direct_expected(kd->hdr[j].b, &want, sender_key, want.next + j * want.plen,
-                                len - hlen)) {
+                (len - hlen == plen || padded) &&
+                direct_expected(kd->hdr[j].b, &want, sender_key, want.next + j * want.plen, plen)) {
                 usnic_rx_datagram_split(module, chan, kd->hdr[j].b, hlen,
-                                        kd->iov[2 * j + 1].iov_base, len - hlen);
+                                        kd->iov[2 * j + 1].iov_base, plen);
                 count++;
                 continue;
             }
             /* not the chunk expected there: the rest of this receive, put
-             * back together before anything is written, goes the usual way */
-            module->stats.rx_direct_miss++;
+             * back together before anything is written, goes the usual way
+             * (after a message's last chunk: the next message's first) */
+            if (j != k || want.next + k * want.plen < want.msg_len) {
+                module->stats.rx_direct_miss++;
+            }
             if (r - pos > KERN_GRO_BYTES) {
                 r = pos + KERN_GRO_BYTES; /* never so (UDP_GRO stops at 64 KiB) */
             }
@@ -584,9 +593,12 @@ static int kern_send(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t 
     return OPAL_ERROR;
 }
 
+/* What pads a train's short datagram (never written). */
+static uint8_t kern_zeros[KERN_TRAIN_DGRAM_MAX];
+
 static void kern_train_flush(usnic_module_t *module, usnic_channel_t *chan)
 {
-    struct iovec iov[2 * USNIC_TRAIN_MAX];
+    struct iovec iov[3 * USNIC_TRAIN_MAX];
     size_t k = 0;
     int n = chan->train.n;
     bool ok = false;
@@ -598,6 +610,10 @@ static void kern_train_flush(usnic_module_t *module, usnic_channel_t *chan)
     if (n > 1 && chan->gso) {
         for (int i = 0; i < n; i++) {
             k += seg_iov(chan->train.seg[i], &iov[k]);
+            if (0 != chan->train.pad[i]) {
+                iov[k].iov_base = kern_zeros;
+                iov[k++].iov_len = chan->train.pad[i];
+            }
         }
         if (OPAL_UNLIKELY(mca_btl_usnic_component.params.debug_gso_refused)) {
             errno = EIO; /* as a kernel or device without segmentation offload says */
@@ -631,6 +647,40 @@ static void kern_train_flush(usnic_module_t *module, usnic_channel_t *chan)
     }
 }
 
+/*
+ * May a datagram of len bytes to ep join the channel's train?  The kernel
+ * cuts a train at its first datagram's length, so only the last may be
+ * shorter.  A shorter one in the middle (the end of one message, the next
+ * message's chunks after it) is padded to the train's length: the padding
+ * costs the kernel a copy of a few zeros and the wire as many bytes, and
+ * saves a system call and a trip of its own through the stack for the
+ * next part of the train (docs/perf-kernel-backend.md, session 11).
+ */
+static bool kern_train_joins(usnic_module_t *module, usnic_channel_t *chan, uint32_t len,
+                             const mca_btl_base_endpoint_t *ep)
+{
+    int last = chan->train.n - 1;
+    usnic_seg_t *prev = chan->train.seg[last];
+    uint32_t pad;
+
+    if (chan->train.ep != ep || len > chan->train.seg_len || USNIC_TRAIN_MAX == chan->train.n ||
+        chan->train.bytes + len > KERN_TRAIN_BYTES) {
+        return false;
+    }
+    if (!chan->train.closed) {
+        return true;
+    }
+    pad = chan->train.seg_len - (prev->hdr_len + prev->zc_len);
+    if (0 != chan->train.pad[last] || pad > sizeof(kern_zeros) ||
+        chan->train.bytes + pad + len > KERN_TRAIN_BYTES || !usnic_train_pad(module, prev, ep)) {
+        return false;
+    }
+    chan->train.pad[last] = (uint16_t) pad;
+    chan->train.bytes += pad;
+    chan->train.closed = false;
+    return true;
+}
+
 static int kern_train_add(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg,
                           const mca_btl_base_endpoint_t *ep)
 {
@@ -639,9 +689,7 @@ static int kern_train_add(usnic_module_t *module, usnic_channel_t *chan, usnic_s
     if (!chan->gso) {
         return kern_send(module, chan, seg, ep);
     }
-    if (0 != chan->train.n &&
-        (chan->train.ep != ep || chan->train.closed || len > chan->train.seg_len ||
-         USNIC_TRAIN_MAX == chan->train.n || chan->train.bytes + len > KERN_TRAIN_BYTES)) {
+    if (0 != chan->train.n && !kern_train_joins(module, chan, len, ep)) {
         kern_train_flush(module, chan);
     }
     if (0 == chan->train.n) {
@@ -653,6 +701,7 @@ static int kern_train_add(usnic_module_t *module, usnic_channel_t *chan, usnic_s
         chan->train.closed = true; /* the kernel cuts at seg_len: only the last may be shorter */
     }
     seg->refs++; /* until the train leaves */
+    chan->train.pad[chan->train.n] = 0;
     chan->train.seg[chan->train.n++] = seg;
     chan->train.bytes += len;
     return OPAL_SUCCESS;

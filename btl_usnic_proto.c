@@ -56,7 +56,13 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max
         0 != (hdr->flags & (USNIC_PKT_FLAG_SACK | USNIC_PKT_FLAG_SACK_MORE))) {
         return USNIC_DROP_TYPE;
     }
-    if (len < hlen || (uint64_t) hdr->payload_len != (uint64_t) (len - hlen)) {
+    if (USNIC_PKT_ACK == hdr->type && 0 != (hdr->flags & USNIC_PKT_FLAG_PAD)) {
+        return USNIC_DROP_TYPE;
+    }
+    /* exactly the payload, or with USNIC_PKT_FLAG_PAD at least the payload */
+    if (len < hlen || (uint64_t) hdr->payload_len > (uint64_t) (len - hlen) ||
+        (0 == (hdr->flags & USNIC_PKT_FLAG_PAD) &&
+         (uint64_t) hdr->payload_len != (uint64_t) (len - hlen))) {
         return USNIC_DROP_LENGTH;
     }
     if (USNIC_PKT_ACK == hdr->type &&
@@ -77,6 +83,7 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max
         (NULL != view->sack) ? hdr->payload_len / (uint32_t) sizeof(struct usnic_sack) : 0u;
     view->payload = bytes + hlen;
     view->payload_len = hdr->payload_len;
+    view->len = (uint32_t) hlen + hdr->payload_len;
 
     if (USNIC_PKT_CHUNK == hdr->type || USNIC_PKT_PUT == hdr->type) {
         const struct usnic_chunk_hdr *ch = (const void *) (bytes + sizeof(*hdr));

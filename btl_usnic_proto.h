@@ -88,6 +88,13 @@
  * connection's setting (the stronger of the two peers' btl_usnic_auth and btl_usnic_checksum, known
  * from the modex), never a flag a packet could clear; absent, the field is 0.
  *
+ * A FRAG, CHUNK or PUT with USNIC_PKT_FLAG_PAD may go on after its payload
+ * (version 6): the sender pads a message's short last datagram to the
+ * length of the others when the next message's datagrams follow it in the
+ * same UDP_SEGMENT train.  The padding is in neither the MAC nor the CRC,
+ * and the receiver never reads it; without the flag a datagram is exactly
+ * its headers and payload_len bytes.
+ *
  * Receivers validate every field before touching anything (see
  * usnic_pkt_parse()); what fails is dropped and counted by reason.
  */
@@ -102,7 +109,7 @@
 #include "btl_usnic_seq.h"
 
 /* Bump on any change to this file's structs or their meaning. */
-#define USNIC_PROTO_VERSION 5
+#define USNIC_PROTO_VERSION 6
 
 /* Packet types, from one list: name, value, description. */
 #define USNIC_PKT_TYPES(X)                                                                         \
@@ -132,9 +139,15 @@ enum usnic_pkt_type {
 #define USNIC_PKT_FLAG_LINK_DOWN 0x08u
 /* ACK packet only: segments arrived beyond what its SACK (if any) reports */
 #define USNIC_PKT_FLAG_SACK_MORE 0x10u
+/* FRAG, CHUNK and PUT only: the datagram may go on after its payload with
+ * padding, which the receiver ignores (version 6).  A UDP_SEGMENT train
+ * needs every datagram but its last at the train's size, so a message's
+ * short last datagram is padded to it when the next message's datagrams
+ * follow in the same train (btl_usnic_chan_kern.c: kern_train_add). */
+#define USNIC_PKT_FLAG_PAD 0x20u
 #define USNIC_PKT_FLAGS_KNOWN                                                                      \
     (USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_ACK_REQ | USNIC_PKT_FLAG_SACK |                           \
-     USNIC_PKT_FLAG_LINK_DOWN | USNIC_PKT_FLAG_SACK_MORE)
+     USNIC_PKT_FLAG_LINK_DOWN | USNIC_PKT_FLAG_SACK_MORE | USNIC_PKT_FLAG_PAD)
 
 struct usnic_pkt_hdr {
     uint8_t version;      /* USNIC_PROTO_VERSION */
@@ -235,6 +248,7 @@ struct usnic_pkt_view {
     uint32_t sack_words;                 /* its words (payload_len / 8), else 0 */
     const uint8_t *payload;
     uint32_t payload_len;
+    uint32_t len; /* the datagram's bytes before any padding (headers + payload) */
 };
 
 /*

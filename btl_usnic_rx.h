@@ -149,7 +149,8 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
         return USNIC_DROP_AUTH;
     }
     if (c.crc || 0 != c.auth) {
-        why = usnic_pkt_verify((const uint8_t *) buf, len, c.key, c.memo, c.auth, c.crc);
+        /* (not the padding: the MAC and CRC end with the payload) */
+        why = usnic_pkt_verify((const uint8_t *) buf, v.len, c.key, c.memo, c.auth, c.crc);
         if (USNIC_PKT_OK != why) {
             ops->drop(t, c.ep, why);
             return why;

@@ -79,10 +79,11 @@ static int post(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t
         return OPAL_ERR_RESOURCE_BUSY;
     }
     ((struct usnic_pkt_hdr *) seg->buf)->lane = (uint8_t) cid;
+    /* (padding is for a train to decide, copy by copy) */
+    ((struct usnic_pkt_hdr *) seg->buf)->flags &=
+        (uint8_t) ~(USNIC_PKT_FLAG_LINK_DOWN | USNIC_PKT_FLAG_PAD);
     if (OPAL_UNLIKELY(module->link_down)) {
         ((struct usnic_pkt_hdr *) seg->buf)->flags |= USNIC_PKT_FLAG_LINK_DOWN;
-    } else {
-        ((struct usnic_pkt_hdr *) seg->buf)->flags &= (uint8_t) ~USNIC_PKT_FLAG_LINK_DOWN;
     }
     if (0 != ep->auth || ep->crc) {
         usnic_pkt_seal(seg->buf, seg->hdr_len, seg->zc_ptr, seg->zc_len, &ep->tx_mac_key,
@@ -228,8 +229,8 @@ int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
     usnic_channel_t *chan = &module->chan[USNIC_CHAN_DATA];
     int rc;
 
-    if (NULL == module->backend->train_add || !chan->gso) {
-        return send_chunks(module, ep, frag);
+    if (NULL == module->backend->train_add || !chan->gso || module->batching) {
+        return send_chunks(module, ep, frag); /* (a batching caller flushes) */
     }
     module->batching = true;
     rc = send_chunks(module, ep, frag);
@@ -252,6 +253,24 @@ void usnic_train_failed(usnic_module_t *module, usnic_seg_t *seg)
     if (NULL != ep && !ep->dead) {
         usnic_rel_tx_send_failed(&ep->rel, &seg->rel);
     }
+}
+
+bool usnic_train_pad(usnic_module_t *module, usnic_seg_t *seg, const mca_btl_base_endpoint_t *ep)
+{
+    struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) seg->buf;
+
+    if (USNIC_PKT_ACK == hdr->type) {
+        return false; /* an ACK is exactly its length */
+    }
+    hdr->flags |= USNIC_PKT_FLAG_PAD;
+    if (0 != ep->auth || ep->crc) {
+        /* without the memo: the flag is among the words it keeps, and the
+         * datagrams after this one go without it */
+        usnic_pkt_seal(seg->buf, seg->hdr_len, seg->zc_ptr, seg->zc_len, &ep->tx_mac_key, NULL,
+                       ep->auth, ep->crc);
+    }
+    module->stats.gso_pads++;
+    return true;
 }
 
 static int send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
@@ -299,7 +318,7 @@ static int send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usni
 }
 
 /* Try to hand the endpoint's queued fragments to the wire, in order. */
-static void endpoint_progress_sendq(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+static void sendq_drain(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
 {
     opal_list_item_t *item;
 
@@ -328,6 +347,27 @@ static void endpoint_progress_sendq(usnic_module_t *module, mca_btl_base_endpoin
                 frag->queued = true;
                 return;
             }
+        }
+    }
+}
+
+/* The same, where the window opened for several queued fragments at once:
+ * with a backend that has trains, their datagrams share trains (a short
+ * last chunk padded, btl_usnic_chan_kern.c), handed to the kernel when the
+ * queue stops. */
+static void endpoint_progress_sendq(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+{
+    if (NULL == module->backend->train_add || !module->chan[USNIC_CHAN_DATA].gso ||
+        module->batching) {
+        sendq_drain(module, ep);
+        return;
+    }
+    module->batching = true;
+    sendq_drain(module, ep);
+    module->batching = false;
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        if (0 != module->chan[c].train.n) {
+            module->backend->train_flush(module, &module->chan[c]);
         }
     }
 }

@@ -39,6 +39,7 @@
     X(tx_errors, "sends that completed with an error")                                             \
     X(inj_corrupt, "sent datagrams corrupted by fault injection (after their checksum)")           \
     X(gso_trains, "kernel backend: trains of datagrams sent with one UDP_SEGMENT sendmsg")         \
+    X(gso_pads, "kernel backend: short datagrams padded so that a train could go on after them")   \
     X(gro_batches, "kernel backend: receives that held several datagrams (UDP_GRO)")               \
     X(rx_direct, "kernel backend: chunks received straight into their target (no copy)")           \
     X(rx_direct_miss, "kernel backend: direct receives holding other datagrams than expected")     \

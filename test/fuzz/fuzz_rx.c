@@ -323,7 +323,7 @@ static uint32_t oracle_crc(const uint8_t *b, size_t len)
     return crc_run(crc_run(0, b, USNIC_CRC_OFFSET), b + USNIC_MAC_OFFSET, len - USNIC_MAC_OFFSET);
 }
 
-/* The MAC field's value (protocol 5): the fields of header [0, 44) and of
+/* The MAC field's value (protocol 5 and 6): the fields of header [0, 44) and of
  * the chunk/PUT headers in the MAC's order (those successive datagrams
  * share first: [0, 20), lane and reserved, msg_len, the PUT header; then
  * msg_id, seq, ts, ack_seq, ts_echo, the chunk offset), an ACK's bitmap,
@@ -1176,7 +1176,8 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
         }
         if (f->sealed) {
             const struct fz_peer *s = known ? known : &f->peer[(f->cfg & CFG_PEER1) ? 1 : 0];
-            usnic_pkt_seal(b, len, NULL, 0, &s->mac, NULL, s->auth, s->crc);
+            /* (the seal ends with the payload: any padding is not in it) */
+            usnic_pkt_seal(b, c->v.len, NULL, 0, &s->mac, NULL, s->auth, s->crc);
         }
     }
     if ((aux & AUX_TAMPER) && len > 0) {
@@ -1192,9 +1193,14 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
     }
     if (NULL != known) {
         /* what the connection's CRC and MAC must say, computed independently */
-        crc_ok = !known->crc || rd32(b + USNIC_CRC_OFFSET) == oracle_crc(b, len);
+        size_t sealed = len;
+        if (0 != (c->v.hdr->flags & USNIC_PKT_FLAG_PAD)) {
+            /* version 6: padding after the payload is in neither */
+            sealed = usnic_pkt_hdr_len(c->v.hdr->type) + rd32(b + 4);
+        }
+        crc_ok = !known->crc || rd32(b + USNIC_CRC_OFFSET) == oracle_crc(b, sealed);
         mac_ok = 0 == known->auth ||
-                 rd64(b + USNIC_MAC_OFFSET) == oracle_mac(b, len, &known->mac, known->auth);
+                 rd64(b + USNIC_MAC_OFFSET) == oracle_mac(b, sealed, &known->mac, known->auth);
         if (USNIC_PKT_ACK != c->v.hdr->type) {
             verdict = usnic_rel_rx_check(&known->rel, c->v.hdr->seq);
         }

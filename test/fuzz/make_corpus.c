@@ -125,6 +125,7 @@ struct pkt {
     uint32_t plen;
     uint8_t fill;
     const void *payload; /* instead of the pattern */
+    uint32_t pad;        /* bytes of padding after the payload (USNIC_PKT_FLAG_PAD) */
 };
 
 static size_t build(uint8_t *out, const struct pkt *p)
@@ -135,7 +136,7 @@ static size_t build(uint8_t *out, const struct pkt *p)
     memset(&h, 0, sizeof(h));
     h.version = USNIC_PROTO_VERSION;
     h.type = p->type;
-    h.flags = p->flags;
+    h.flags = (uint8_t) (p->flags | (p->pad ? USNIC_PKT_FLAG_PAD : 0));
     h.tag = p->tag;
     h.payload_len = p->plen;
     h.sender_key = p->sender_key;
@@ -158,7 +159,8 @@ static size_t build(uint8_t *out, const struct pkt *p)
     for (uint32_t i = 0; i < p->plen; i++) {
         out[n + i] = p->payload ? ((const uint8_t *) p->payload)[i] : (uint8_t) (p->fill + 7 * i);
     }
-    return n + p->plen;
+    memset(out + n + p->plen, 0xEE, p->pad);
+    return n + p->plen + p->pad;
 }
 
 static uint8_t dg[16384];
@@ -207,8 +209,11 @@ static void add_frag(struct input *in, unsigned step, uint8_t mut, uint8_t aux, 
     add(in, step, mut, aux, &p);
 }
 
-static void add_chunk(struct input *in, unsigned step, uint8_t mut, uint8_t aux, uint32_t seq,
-                      uint32_t msg_id, uint64_t msg_len, uint64_t off, uint32_t plen)
+/* A chunk; with pad, the last chunk of a message padded to the chunk size
+ * (a train went on with the next message: version 6). */
+static void add_chunk_padded(struct input *in, unsigned step, uint8_t mut, uint8_t aux,
+                             uint32_t seq, uint32_t msg_id, uint64_t msg_len, uint64_t off,
+                             uint32_t plen, uint32_t pad)
 {
     struct usnic_chunk_hdr ch = {.msg_len = msg_len, .offset = off};
     struct pkt p = {.type = USNIC_PKT_CHUNK,
@@ -217,8 +222,15 @@ static void add_chunk(struct input *in, unsigned step, uint8_t mut, uint8_t aux,
                     .msg_id = msg_id,
                     .ch = &ch,
                     .plen = plen,
-                    .fill = (uint8_t) (off * 3 + msg_id)};
+                    .fill = (uint8_t) (off * 3 + msg_id),
+                    .pad = pad};
     add(in, step, mut, aux, &p);
+}
+
+static void add_chunk(struct input *in, unsigned step, uint8_t mut, uint8_t aux, uint32_t seq,
+                      uint32_t msg_id, uint64_t msg_len, uint64_t off, uint32_t plen)
+{
+    add_chunk_padded(in, step, mut, aux, seq, msg_id, msg_len, off, plen, 0);
 }
 
 static void add_put(struct input *in, unsigned step, uint8_t mut, uint8_t aux, uint32_t seq,
@@ -419,6 +431,16 @@ int main(int argc, char **argv)
     add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 500, 0, 200);
     add_chunk(&in, STEP_1US, M_DATA, 1, 0, 0, 500, 200, 200);
     in_write(&in, "chunk-out-of-order");
+
+    /* a message's padded last chunk, then the next message in the same
+     * train; the padding left as it is (no MUT_LEN) */
+    in_start(&in, SEALED_DEFAULT | CFG_CHUNK);
+    add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 500, 0, 200);
+    add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 500, 200, 200);
+    add_chunk_padded(&in, STEP_1US, M_DATA & ~MUT_LEN, 0, 0, 0, 500, 400, 100, 100);
+    add_chunk(&in, STEP_1US, M_DATA, 0, 0, 1, 300, 0, 200);
+    add_chunk_padded(&in, STEP_1US, M_DATA & ~MUT_LEN, 0, 0, 1, 300, 200, 100, 1);
+    in_write(&in, "chunk-padded");
 
     in_start(&in, SEALED_DEFAULT | CFG_CHUNK);
     add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 1000, 0, 200);

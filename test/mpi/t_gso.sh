@@ -18,6 +18,12 @@
 #      GRO): no trains, but chunks still received straight into their
 #      destination (rx_direct > 0), also with 2% drops, 1% duplicates and
 #      2% reordering injected
+#   i. thousands of messages of mixed sizes outstanding at once (manymsgs,
+#      every byte checked, both ways): the window opens for several queued
+#      messages at once and their datagrams share trains, a message's short
+#      last datagram padded to the train's size (gso_pads > 0 on both
+#      ranks); the same with 2% drops, 1% duplicates and 2% reordering
+#      injected
 #   e. btl_usnic_direct_recv 0: trains, but no chunk received straight
 #      into its target (a., c. and f. receive them so: rx_direct > 0; b.'s
 #      injected faults take the whole-datagram path; t_hostile and
@@ -126,5 +132,24 @@ EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"
 if check_run "gso: direct receive off" $? 2 "$floor" && $kernel; then
     each_rank "gso: direct receive off, trains still sent" gso_trains -gt 0
     each_rank "gso: direct receive off, nothing received in place" rx_direct -eq 0
+fi
+
+# i. trains that go on from one message to the next (manymsgs: 2 ranks x
+#    N messages each way x 2 rounds, each at least 8 bytes)
+build_prog manymsgs || finish
+mn=3000
+mfloor=$((2 * mn * 2 * 8))
+EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -n $mn
+if check_run "gso: trains across messages" $? 2 "$mfloor" && $kernel; then
+    each_rank "gso: short datagrams padded so that trains go on" gso_pads -gt 0
+    each_rank "gso: trains across messages, chunks received in place" rx_direct -gt 0
+fi
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_debug_seed 13 --mca btl_usnic_debug_drop_rate 0.02
+    --mca btl_usnic_debug_dup_rate 0.01 --mca btl_usnic_debug_reorder_rate 0.02" \
+    run_mpi 2 "$BIN" -n $mn
+if check_run "gso: trains across messages, loss, duplicates, reordering" $? 2 "$mfloor" &&
+    usnic_mode; then
+    each_rank "gso: trains across messages under faults, resent" retrans -gt 0
+    $kernel && each_rank "gso: trains across messages under faults, padded" gso_pads -gt 0
 fi
 finish

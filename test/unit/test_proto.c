@@ -1441,6 +1441,171 @@ static void test_mac(void)
     }
 }
 
+/* ================================================================ padding (version 6) */
+
+/* Parse: bytes after the payload are allowed only with USNIC_PKT_FLAG_PAD,
+ * only on data datagrams, and never in place of the payload. */
+static void test_pad_parse(void)
+{
+    uint64_t buf[BUFW];
+    uint8_t pay[300];
+    struct usnic_chunk_hdr ch = chunk_hdr(1000, 900);
+    struct usnic_put_hdr ph = put_hdr(0x100000003ull, 64);
+    struct usnic_pkt_view v;
+    static const unsigned types[] = {USNIC_PKT_FRAG, USNIC_PKT_CHUNK, USNIC_PKT_PUT};
+    size_t len;
+
+    check_seed = 0x9ad;
+    memset(pay, 0x5A, sizeof(pay));
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        unsigned type = types[t];
+        const size_t hl = (USNIC_PKT_FRAG == type)    ? sizeof(struct usnic_pkt_hdr)
+                          : (USNIC_PKT_CHUNK == type) ? USNIC_HDR_LEN_CHUNK
+                                                      : USNIC_HDR_LEN_PUT;
+        char name[80];
+        len = mk(buf, type, USNIC_PKT_FLAG_PAD, (USNIC_PKT_FRAG == type) ? NULL : &ch,
+                 (USNIC_PKT_PUT == type) ? &ph : NULL, pay, 100);
+        memset((uint8_t *) buf + len, 0xEE, 1000);
+        size_t bad_pad = SIZE_MAX;
+        for (size_t pad = 0; pad <= 1000 && SIZE_MAX == bad_pad; pad += (pad < 8) ? 1 : 331) {
+            memset(&v, 0, sizeof(v));
+            if (USNIC_PKT_OK != usnic_pkt_parse(buf, len + pad, MAXMSG, &v) ||
+                100 != v.payload_len || hl + 100 != v.len ||
+                v.payload != (const uint8_t *) buf + hl) {
+                bad_pad = pad;
+            }
+        }
+        snprintf(name, sizeof(name), "pad/%s_with_flag_and_0_to_1000_bytes_parses",
+                 usnic_pkt_type_name(type));
+        check(SIZE_MAX == bad_pad, name, "with %zu bytes of padding: payload_len %u len %u",
+              bad_pad, v.payload_len, v.len);
+        /* the flag does not make a short datagram long enough */
+        snprintf(name, sizeof(name), "pad/%s_payload_beyond_datagram", usnic_pkt_type_name(type));
+        expect_reason(name, buf, len - 1, MAXMSG, USNIC_DROP_LENGTH);
+        /* trailing bytes without the flag */
+        H(buf)->flags = 0;
+        snprintf(name, sizeof(name), "pad/%s_trailing_bytes_without_flag",
+                 usnic_pkt_type_name(type));
+        expect_reason(name, buf, len + 1, MAXMSG, USNIC_DROP_LENGTH);
+    }
+    /* an ACK is never padded, with or without bytes after it */
+    len = mk(buf, USNIC_PKT_ACK, USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_PAD, NULL, NULL, NULL, 0);
+    expect_reason("pad/ack_with_pad_flag", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    expect_reason("pad/ack_with_pad_flag_and_bytes", buf, len + 8, MAXMSG, USNIC_DROP_TYPE);
+}
+
+/* What the pad filter does to every data datagram A sends. */
+enum pad_mode {
+    PAD_GOOD,          /* flag, sealed again, random bytes after the payload */
+    PAD_NO_FLAG,       /* the same bytes without the flag */
+    PAD_FLAG_UNSEALED, /* the flag set on the sender's sealed datagram (a forgery) */
+};
+
+struct pad_ctx {
+    enum pad_mode mode;
+    struct sim_rng rng;
+    uint64_t padded;
+    uint8_t buf[BUFW * 8 + 2048];
+};
+
+static int pad_filter(struct sim *s, int from, const uint8_t *pkt, size_t len, void *arg)
+{
+    struct pad_ctx *c = arg;
+    size_t pad = 1 + (size_t) sim_rng_below(&c->rng, 1500);
+
+    if (SIM_A != from || USNIC_PKT_ACK == pkt[1] || len + pad > sizeof(c->buf)) {
+        return 0;
+    }
+    memcpy(c->buf, pkt, len);
+    if (PAD_GOOD == c->mode) {
+        c->buf[2] |= USNIC_PKT_FLAG_PAD;
+        sim_seal(s, SIM_A, c->buf, len); /* over the datagram without its padding */
+    } else if (PAD_FLAG_UNSEALED == c->mode) {
+        c->buf[2] |= USNIC_PKT_FLAG_PAD;
+    }
+    for (size_t i = 0; i < pad; i++) {
+        c->buf[len + i] = (uint8_t) sim_rng_next(&c->rng); /* never read */
+    }
+    sim_inject(s, SIM_B, c->buf, len + pad, s->now + s->cfg.latency_ns);
+    c->padded++;
+    return 1; /* in place of the original */
+}
+
+/* Through the receive path: padded datagrams deliver exactly what the
+ * unpadded ones would, under every integrity setting; without the flag, or
+ * with a flag the MAC did not cover, they deliver nothing. */
+static void test_pad_rx_path(void)
+{
+    static const struct {
+        int auth;
+        bool crc;
+    } settings[] = {{0, false}, {1, false}, {2, false}, {0, true}, {2, true}};
+    struct pad_ctx *c = calloc(1, sizeof(*c));
+    char why[512], sum[512];
+    struct sim_cfg cfg;
+    struct sim s;
+    int rc;
+
+    for (size_t k = 0; k < sizeof(settings) / sizeof(settings[0]); k++) {
+        check_seed = 0x9ad0 + k;
+        sim_cfg_default(&cfg);
+        cfg.seed = check_seed;
+        cfg.auth = settings[k].auth;
+        cfg.crc = settings[k].crc;
+        sim_init(&s, &cfg);
+        memset(c, 0, sizeof(*c));
+        sim_rng_seed(&c->rng, check_seed);
+        c->mode = PAD_GOOD;
+        s.filter = pad_filter;
+        s.filter_arg = c;
+        for (int m = 0; m < 60; m++) {
+            /* one datagram, a chunk boundary either side, many chunks */
+            uint64_t len = 1 + sim_rng_below(&s.rng, (m % 3) ? 3000 : 40000);
+            sim_send(&s, (m % 4) ? SIM_A : SIM_B, len, (uint8_t) (m & 0x7f));
+        }
+        rc = sim_run(&s, 20000ull * 1000000ull);
+        why[0] = '\0';
+        rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+        sim_summary(&s, sum, sizeof(sum));
+        check(0 == rc && c->padded > 60 && 0 == s.ep[1].drops[USNIC_DROP_LENGTH] &&
+                  0 == s.ep[1].drops[USNIC_DROP_AUTH] && 0 == s.ep[1].drops[USNIC_DROP_CHECKSUM],
+              settings[k].crc ? (settings[k].auth ? "pad/rx_path_delivers_auth_full_crc"
+                                                  : "pad/rx_path_delivers_crc")
+                              : (0 == settings[k].auth   ? "pad/rx_path_delivers_auth_none"
+                                 : 1 == settings[k].auth ? "pad/rx_path_delivers_auth_header"
+                                                         : "pad/rx_path_delivers_auth_full"),
+              "rc=%d padded=%" PRIu64 " LENGTH=%" PRIu64 " AUTH=%" PRIu64 " %s %s", rc, c->padded,
+              s.ep[1].drops[USNIC_DROP_LENGTH], s.ep[1].drops[USNIC_DROP_AUTH], why, sum);
+        sim_fini(&s);
+    }
+
+    for (int bad = 0; bad < 2; bad++) {
+        check_seed = 0x9ae0 + (uint64_t) bad;
+        sim_cfg_default(&cfg);
+        cfg.seed = check_seed;
+        cfg.auth = 1;
+        cfg.crc = false; /* (the CRC would catch the flag first) */
+        sim_init(&s, &cfg);
+        memset(c, 0, sizeof(*c));
+        sim_rng_seed(&c->rng, check_seed);
+        c->mode = bad ? PAD_FLAG_UNSEALED : PAD_NO_FLAG;
+        s.filter = pad_filter;
+        s.filter_arg = c;
+        for (int m = 0; m < 5; m++) {
+            sim_send(&s, SIM_A, 1 + sim_rng_below(&s.rng, 5000), 1);
+        }
+        (void) sim_run(&s, 200ull * 1000000ull); /* nothing can get through */
+        check(c->padded > 5 && 0 == s.ep[1].st.delivered &&
+                  s.ep[1].drops[bad ? USNIC_DROP_AUTH : USNIC_DROP_LENGTH] == c->padded,
+              bad ? "pad/flag_not_covered_by_mac_dropped" : "pad/bytes_without_flag_dropped",
+              "padded=%" PRIu64 " delivered=%" PRIu64 " LENGTH=%" PRIu64 " AUTH=%" PRIu64,
+              c->padded, s.ep[1].st.delivered, s.ep[1].drops[USNIC_DROP_LENGTH],
+              s.ep[1].drops[USNIC_DROP_AUTH]);
+        sim_fini(&s);
+    }
+    free(c);
+}
+
 static void test_names(void)
 {
     bool ok = true;
@@ -1499,7 +1664,15 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
         (h.flags & ~(unsigned) USNIC_PKT_FLAGS_KNOWN) ||
         (USNIC_PKT_ACK == h.type && 0 != h.msg_id) || h.lane >= USNIC_PKT_LANES ||
         0 != (h.reserved[0] | h.reserved[1] | h.reserved[2]) || len < hl ||
-        (uint64_t) h.payload_len + hl != len) {
+        (uint64_t) h.payload_len + hl > len) {
+        return false;
+    }
+    /* bytes after the payload: only padding, flagged, and never on an ACK */
+    if ((uint64_t) h.payload_len + hl != len &&
+        (USNIC_PKT_ACK == h.type || !(h.flags & USNIC_PKT_FLAG_PAD))) {
+        return false;
+    }
+    if (USNIC_PKT_ACK == h.type && (h.flags & USNIC_PKT_FLAG_PAD)) {
         return false;
     }
     /* a selective ACK (1 to USNIC_SACK_WORDS_MAX words), only on ACK
@@ -1708,8 +1881,11 @@ static void test_fuzz(void)
         if (USNIC_PKT_OK == got) {
             size_t hl = hdr_len_of(copy[1]);
             bool chunked = copy[1] == USNIC_PKT_CHUNK || copy[1] == USNIC_PKT_PUT;
-            if ((const void *) v.hdr != copy || v.payload != copy + hl ||
-                (size_t) v.payload_len != len - hl ||
+            uint32_t plen;
+            memcpy(&plen, copy + 4, sizeof(plen));
+            if ((const void *) v.hdr != copy || v.payload != copy + hl || v.payload_len != plen ||
+                (size_t) v.len != hl + plen || v.len > len ||
+                (v.len != len && !(copy[2] & USNIC_PKT_FLAG_PAD)) ||
                 (chunked ? (const void *) v.chunk != copy + sizeof(struct usnic_pkt_hdr)
                          : NULL != v.chunk) ||
                 (copy[1] == USNIC_PKT_PUT ? (const void *) v.put != copy + USNIC_HDR_LEN_CHUNK
@@ -1766,6 +1942,8 @@ int main(void)
     test_dump();
     test_names();
     test_mac();
+    test_pad_parse();
+    test_pad_rx_path();
     test_fuzz();
     return check_summary("test_proto");
 }
