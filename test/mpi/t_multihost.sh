@@ -14,7 +14,11 @@
 #      dropped packets and usnic retransmitted, and no resend was of a
 #      datagram that had arrived (dup_rx at most a tenth of retrans); over
 #      the kernel backend PUT chunks were received straight into their
-#      targets (rx_direct)
+#      targets (rx_direct); then, under the same loss, thousands of
+#      messages of mixed sizes outstanding both ways (manymsgs, every byte
+#      checked): resends, and over the kernel backend trains that went on
+#      from one message to the next (gso_pads on both ranks), so padded
+#      datagrams were among what the wire lost
 #   3. collectives on 4 ranks, 2 per host: same-host pairs over usnic too
 # Every run must leave no process behind in the namespaces, and the test bed
 # must be gone at the end.  Needs root (network namespaces): without it the
@@ -41,6 +45,8 @@ build_prog pingpong || finish
 pingpong=$BIN
 build_prog collectives || finish
 collectives=$BIN
+build_prog manymsgs || finish
+manymsgs=$BIN
 nsbed_up 2 || finish
 export USNIC_TEST_DEV=$NSB_DEV
 
@@ -123,6 +129,20 @@ else
     # the kernel backend received chunks straight into their destination
     # (direct receive) while the wire lost whole trains under it
     [ "$(usnic_backend)" = kernel ] && assert_direct_receive "$name"
+    nsbed_no_leftovers "$name"
+
+    nsbed_run_mpi "$hosts1" 2 "$manymsgs" -n 2000
+    rc=$?
+    name="multihost manymsgs ${loss}% loss"
+    # floor: 2 ranks x 2000 messages each way x 2 rounds, each >= 8 bytes
+    check_run "$name" $rc 2 $((2 * 2000 * 2 * 8))
+    retrans=$(stat_sum "$RUN_LOG" retrans)
+    pads=$(grep -c 'gso_pads=[1-9]' "$RUN_LOG")
+    if [ "${retrans:-0}" -gt 0 ] && { [ "$(usnic_backend)" != kernel ] || [ "$pads" -ge 2 ]; }; then
+        pass "$name: $retrans resends, trains across messages on $pads ranks ($(stat_sum "$RUN_LOG" gso_pads) padded datagrams)"
+    else
+        fail "$name" "retrans=${retrans:-?}, ranks with gso_pads > 0: $pads (want 2)" "$RUN_LOG"
+    fi
     nsbed_no_leftovers "$name"
     nsbed_exec 2 nft delete table inet usnic_mh
 fi
