@@ -22,8 +22,8 @@
 #      every byte checked, both ways): the window opens for several queued
 #      messages at once and their datagrams share trains, a message's short
 #      last datagram padded to the train's size (gso_pads > 0 on both
-#      ranks); the same with 2% drops, 1% duplicates and 2% reordering
-#      injected
+#      ranks), padded last chunks received in place (rx_direct_pad > 0);
+#      the same with 2% drops, 1% duplicates and 2% reordering injected
 #   e. btl_usnic_direct_recv 0: trains, but no chunk received straight
 #      into its target (a., c. and f. receive them so: rx_direct > 0; b.'s
 #      injected faults take the whole-datagram path; t_hostile and
@@ -143,6 +143,12 @@ EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -n $mn
 if check_run "gso: trains across messages" $? 2 "$mfloor" && $kernel; then
     each_rank "gso: short datagrams padded so that trains go on" gso_pads -gt 0
     each_rank "gso: trains across messages, chunks received in place" rx_direct -gt 0
+    pad_direct=$(stat_sum "$RUN_LOG" rx_direct_pad)
+    if [ "${pad_direct:-0}" -gt 0 ]; then
+        pass "gso: padded last chunks received in place ($pad_direct)"
+    else
+        fail "gso: padded last chunks received in place" "rx_direct_pad=${pad_direct:-?}" "$RUN_LOG"
+    fi
 fi
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_debug_seed 13 --mca btl_usnic_debug_drop_rate 0.02
     --mca btl_usnic_debug_dup_rate 0.01 --mca btl_usnic_debug_reorder_rate 0.02" \
