@@ -443,7 +443,7 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
             if (j < k && (seg_step == step || len == r) && len >= hlen &&
                 (len - hlen == plen || padded) &&
                 direct_expected(kd->hdr[j].b, &want, sender_key, want.next + j * want.plen, plen)) {
-                if (len - hlen != plen) {
+                if (padded) {
                     module->stats.rx_direct_pad++;
                 }
                 usnic_rx_datagram_split(module, chan, kd->hdr[j].b, hlen,

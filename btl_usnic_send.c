@@ -218,6 +218,30 @@ static void chunk_payload(usnic_module_t *module, usnic_frag_t *frag, usnic_seg_
 
 static int send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
 
+/* Let the sends from here on join trains (post() hands them to
+ * train_add).  False where there are no trains, or where a caller already
+ * batches and will end the batch itself. */
+static bool batch_begin(usnic_module_t *module)
+{
+    if (NULL == module->backend->train_add || !module->chan[USNIC_CHAN_DATA].gso ||
+        module->batching) {
+        return false;
+    }
+    module->batching = true;
+    return true;
+}
+
+/* Hand every channel's train to the kernel. */
+static void batch_end(usnic_module_t *module)
+{
+    module->batching = false;
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        if (0 != module->chan[c].train.n) {
+            module->backend->train_flush(module, &module->chan[c]);
+        }
+    }
+}
+
 /*
  * The chunks of a fragment go to one peer on the data channel, one after
  * the other: with a backend that has trains they are queued while the
@@ -226,17 +250,11 @@ static int send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usni
  */
 int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
 {
-    usnic_channel_t *chan = &module->chan[USNIC_CHAN_DATA];
-    int rc;
+    bool batch = batch_begin(module);
+    int rc = send_chunks(module, ep, frag);
 
-    if (NULL == module->backend->train_add || !chan->gso || module->batching) {
-        return send_chunks(module, ep, frag); /* (a batching caller flushes) */
-    }
-    module->batching = true;
-    rc = send_chunks(module, ep, frag);
-    module->batching = false;
-    if (0 != chan->train.n) {
-        module->backend->train_flush(module, chan);
+    if (batch) {
+        batch_end(module);
     }
     return rc;
 }
@@ -357,18 +375,11 @@ static void sendq_drain(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
  * queue stops. */
 static void endpoint_progress_sendq(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
 {
-    if (NULL == module->backend->train_add || !module->chan[USNIC_CHAN_DATA].gso ||
-        module->batching) {
-        sendq_drain(module, ep);
-        return;
-    }
-    module->batching = true;
+    bool batch = batch_begin(module);
+
     sendq_drain(module, ep);
-    module->batching = false;
-    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
-        if (0 != module->chan[c].train.n) {
-            module->backend->train_flush(module, &module->chan[c]);
-        }
+    if (batch) {
+        batch_end(module);
     }
 }
 
