@@ -49,7 +49,7 @@ BEGIN_C_DECLS
 #define USNIC_PUT_RECENT 4
 
 /* Version of the modex record layout (btl_usnic_proc.h). */
-#define USNIC_MODEX_VERSION 4
+#define USNIC_MODEX_VERSION 5
 
 /* Datagrams from a sender of our job whose modex record is being fetched
  * (btl_usnic_proc.c), held per module until it arrives. */
@@ -92,10 +92,13 @@ typedef struct usnic_channel {
     int rcvbuf;               /* kernel receive buffer bytes, 0 if unknown */
     int sock_fd;              /* the UDP socket underneath, -1 if unknown: the kernel backend's own,
                                * or the udp provider's (not ours: stats only) */
-    size_t inject_size;       /* datagrams up to this size go out with fi_inject */
-    uint32_t rx_buf;          /* bytes of a receive buffer after the prefix (>= mtu) */
-    void *backend_priv;       /* the backend's own state of the channel */
-    bool rx_streak;           /* libfabric: the last poll found something */
+    int tx_fd;                /* kernel backend: the socket whose port our datagrams come from
+                               * (tx_addr; the peers' connected sockets share it), -1: none */
+    struct sockaddr_in tx_addr; /* its address (port 0: we send from addr) */
+    size_t inject_size;         /* datagrams up to this size go out with fi_inject */
+    uint32_t rx_buf;            /* bytes of a receive buffer after the prefix (>= mtu) */
+    void *backend_priv;         /* the backend's own state of the channel */
+    bool rx_streak;             /* libfabric: the last poll found something */
     /* kernel backend */
     bool gso; /* UDP_SEGMENT trains allowed (cleared when refused) */
     bool gro; /* UDP_GRO on: a receive may hold several datagrams */
@@ -182,6 +185,8 @@ typedef struct usnic_module {
     uint64_t max_msg_len;    /* largest PML fragment we reassemble */
     bool zero_copy;          /* iov_limit >= 2: send user data without copying it */
     bool is_udp;             /* provider "udp": plain UDP sockets underneath */
+    int conn_peers;          /* kernel backend: peers with connected sockets (ep->conn_fd) */
+    bool conn_short;         /* kernel backend: ran short of descriptors for them */
     uint32_t advertised_mtu; /* the provider's max_msg_size */
     int seg_max;             /* send segments the module may allocate */
     uint32_t send_window;    /* segments unacknowledged per peer (btl_usnic_send_window) */
@@ -281,6 +286,7 @@ typedef struct usnic_params {
     int tlp;                      /* tail-loss probes on/off */
     int gso;                      /* kernel backend: UDP_SEGMENT trains, UDP_GRO */
     int direct_recv;              /* kernel backend: PUT chunks received into their target */
+    int connect_peers;            /* kernel backend: peers given sockets connected to them */
     int max_resends_per_iteration;
     int ack_delay;                      /* usec */
     int fast_retrans_dups;              /* duplicate ACKs that trigger a fast retransmit */

@@ -49,8 +49,10 @@ typedef struct usnic_backend {
     int (*train_add)(usnic_module_t *module, usnic_channel_t *chan, struct usnic_seg *seg,
                      const struct mca_btl_base_endpoint_t *ep);
     void (*train_flush)(usnic_module_t *module, usnic_channel_t *chan);
-    /* A new peer: make its channels addressable. */
+    /* A new peer: make its channels addressable.  peer_del (NULL: nothing
+     * to do) releases what peer_add set up, before the endpoint goes. */
     int (*peer_add)(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
+    void (*peer_del)(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
     /* Does a datagram of size bytes reach our own data channel whole? */
     bool (*self_test)(usnic_module_t *module, uint32_t size);
     /* Optional (NULL: plain memory).  The memory pool the segment free

@@ -963,6 +963,7 @@ const usnic_backend_t usnic_backend_ofi = {
     .train_add = NULL,
     .train_flush = NULL,
     .peer_add = ofi_peer_add,
+    .peer_del = NULL,
     .self_test = ofi_self_test,
     .seg_mpool = ofi_seg_mpool,
     .seg_desc = ofi_seg_desc,

@@ -274,6 +274,7 @@ usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *a
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         module->chan[c].id = (enum usnic_channel_id) c;
         module->chan[c].sock_fd = -1;
+        module->chan[c].tx_fd = -1;
     }
     /* our identity and MAC secret: from the kernel's CSPRNG, never derived
      * from anything an outsider can know (job id, pid, host, time) */
@@ -392,6 +393,12 @@ usnic_module_t *usnic_module_commit(usnic_module_t *module)
                       ? (module->chan[USNIC_CHAN_DATA].gro ? " (UDP_SEGMENT trains, UDP_GRO)"
                                                            : " (UDP_SEGMENT trains)")
                       : (module->chan[USNIC_CHAN_DATA].gro ? " (UDP_GRO)" : ""));
+    if (0 != module->chan[USNIC_CHAN_DATA].tx_addr.sin_port) {
+        USNIC_VERBOSE(5, "device %s sends from ports %u/%u (sockets connected to up to %d peers)",
+                      module->ifname, ntohs(module->chan[USNIC_CHAN_PRIO].tx_addr.sin_port),
+                      ntohs(module->chan[USNIC_CHAN_DATA].tx_addr.sin_port),
+                      mca_btl_usnic_component.params.connect_peers);
+    }
     return module;
 }
 

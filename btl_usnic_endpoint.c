@@ -23,6 +23,9 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
     ep->on_timer_list = false;
     ep->timer_deadline = 0;
     ep->live_slot = -1;
+    for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+        ep->conn_fd[c] = -1;
+    }
     ep->live_watched = false;
     ep->detour_until = 0;
     ep->ping_ts = 0;
@@ -355,6 +358,9 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
                                         : rec->send_window,
                                     &ep->reasm_alloc, 0)) {
         usnic_rel_fini(&ep->rel);
+        if (NULL != module->backend->peer_del) {
+            module->backend->peer_del(module, ep);
+        }
         OBJ_RELEASE(ep);
         return NULL;
     }
@@ -422,6 +428,9 @@ void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep)
     }
     usnic_reasm_table_fini(&ep->reasm);
     usnic_rel_fini(&ep->rel);
+    if (NULL != module->backend->peer_del) {
+        module->backend->peer_del(module, ep);
+    }
     OBJ_RELEASE(ep);
 }
 

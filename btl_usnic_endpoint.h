@@ -28,10 +28,11 @@ struct mca_btl_base_endpoint_t {
     struct usnic_modex_rec remote;              /* the peer module's record */
     fi_addr_t addr[USNIC_NUM_CHANNELS];         /* libfabric: the peer's channels in our AV */
     struct sockaddr_in sin[USNIC_NUM_CHANNELS]; /* the peer's channels */
-    struct usnic_sip_key tx_mac_key;            /* MACs of our packets to the peer */
-    struct usnic_sip_key rx_mac_key;            /* MACs of the peer's packets to us */
-    struct usnic_sip_memo tx_mac_memo;          /* the MAC input's first words, sending */
-    struct usnic_sip_memo rx_mac_memo;          /* and receiving (usnic_siphash24_memo) */
+    int conn_fd[USNIC_NUM_CHANNELS];   /* kernel backend: our socket connected to each, -1: none */
+    struct usnic_sip_key tx_mac_key;   /* MACs of our packets to the peer */
+    struct usnic_sip_key rx_mac_key;   /* MACs of the peer's packets to us */
+    struct usnic_sip_memo tx_mac_memo; /* the MAC input's first words, sending */
+    struct usnic_sip_memo rx_mac_memo; /* and receiving (usnic_siphash24_memo) */
     uint8_t auth;         /* MAC both ways: the stronger of both sides' btl_usnic_auth */
     bool crc;             /* CRC32C both ways: either side's btl_usnic_checksum */
     uint32_t ack_ts_last; /* ts of our last ACK packet to it: each is newer */

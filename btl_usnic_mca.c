@@ -443,6 +443,11 @@ static const usnic_tunable_t usnic_tunables[] = {
                "call for up to 64 datagrams) and receive with UDP_GRO (1 = on, 0 = one system "
                "call per datagram); where the kernel refuses UDP_SEGMENT the trains are sent "
                "datagram by datagram"),
+    TUNE_RANGE("connect_peers", connect_peers, OPAL_INFO_LVL_5, 256, 0, 65536,
+               "kernel backend: give up to this many peers a socket of their own per channel, "
+               "connected to them, so that the kernel looks up their route once instead of at "
+               "every send (0 = all sends from one socket per channel; each peer costs two file "
+               "descriptors; fewer are used when the process runs short of them)"),
     TUNE_ONOFF("direct_recv", direct_recv, OPAL_INFO_LVL_5, 1,
                "kernel backend: while a large message (a PUT, or a fragment sent in chunks) "
                "arrives in order, receive its next datagrams' payloads straight into the target "

@@ -37,6 +37,7 @@ void usnic_modex_fill(usnic_module_t *module, struct usnic_modex_rec *rec)
     rec->ipv4 = module->if_addr.sin_addr.s_addr;
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         rec->port[c] = module->chan[c].addr.sin_port;
+        rec->tx_port[c] = module->chan[c].tx_addr.sin_port;
         rec->mtu[c] = module->chan[c].mtu;
     }
     rec->link_mbps = module->link_mbps;

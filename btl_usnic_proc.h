@@ -40,8 +40,11 @@ struct usnic_modex_rec {
     uint32_t rcvbuf;   /* kernel receive buffer of its data channel, 0 = unknown */
     char provider[16]; /* libfabric provider name, NUL-padded */
     char ifname[16];   /* its interface (for messages only), NUL-padded */
+    uint16_t tx_port[USNIC_NUM_CHANNELS]; /* the UDP port its datagrams on each channel come
+                                             from, network order; 0: port[] */
+    uint32_t reserved;                    /* 0 */
 };
-_Static_assert(sizeof(struct usnic_modex_rec) == 104, "modex record layout");
+_Static_assert(sizeof(struct usnic_modex_rec) == 112, "modex record layout");
 
 #define USNIC_MAX_MODULES 64
 

@@ -61,9 +61,14 @@ static inline bool source_ok(const usnic_module_t *module, const mca_btl_base_en
     case USNIC_SRC_FI:
         return module->rx_from.fi == ep->addr[module->rx_from.lane];
     case USNIC_SRC_PREFIX:
-    case USNIC_SRC_SOCKET:
         return module->rx_from.ip == ep->remote.ipv4 &&
                module->rx_from.port == ep->remote.port[module->rx_from.lane];
+    case USNIC_SRC_SOCKET:
+        /* the kernel backend sends from a port of its own (tx_port) */
+        return module->rx_from.ip == ep->remote.ipv4 &&
+               module->rx_from.port == ((0 != ep->remote.tx_port[module->rx_from.lane])
+                                            ? ep->remote.tx_port[module->rx_from.lane]
+                                            : ep->remote.port[module->rx_from.lane]);
     default:
         return true;
     }

@@ -56,7 +56,8 @@
     X(cq_errors, "libfabric completions that reported an error")                                   \
     X(link_events, "link down/up events of the provider")                                          \
     X(detours, "datagrams sent through another module while a link was down")                      \
-    X(link_resends, "segments in flight resent at once around a link that went down")
+    X(link_resends, "segments in flight resent at once around a link that went down")              \
+    X(tx_connected, "kernel backend: sends on a socket connected to the peer (no route lookup)")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;

@@ -59,7 +59,8 @@
  * of the stream (rx_napi_id=0: there was none, busy polling could not poll).
  *
  * Both sockets are unconnected (sendto/sendmsg name the peer every time, as a
- * BTL with many peers would); socket buffers are -B bytes, forced as root
+ * BTL with many peers would; -k: the sender connects its socket instead, so
+ * that the kernel looks its route up once); socket buffers are -B bytes, forced as root
  * (SO_SNDBUFFORCE / SO_RCVBUFFORCE).  The sender paces nothing; the receiver
  * counts the datagrams of this measurement (each starts with the
  * measurement's 32-bit run id) and the loss is what did not arrive.
@@ -211,7 +212,9 @@ struct ctl_msg {
     uint32_t batch;     /* START: recvmmsg vector length */
     uint32_t rx_poll;   /* START: 1 = receiver busy-polls (MSG_DONTWAIT), 0 = blocks */
     uint32_t busy_poll; /* START: SO_BUSY_POLL usecs for the receiver (0: none) */
-    uint64_t sockbuf;   /* START: requested; READY: effective SO_RCVBUF */
+    uint32_t connected; /* START (pp): the server connects to the client's first ping (-k) */
+    uint32_t pad0;
+    uint64_t sockbuf; /* START: requested; READY: effective SO_RCVBUF */
     /* RESULT */
     uint64_t dgrams;      /* datagrams of this run received */
     uint64_t bytes;       /* their bytes */
@@ -230,7 +233,7 @@ struct ctl_msg {
     int32_t busy_err;     /* READY: errno of a refused busy-poll option */
     uint32_t napi_id;     /* RESULT: SO_INCOMING_NAPI_ID of the receiving socket */
 };
-_Static_assert(sizeof(struct ctl_msg) == 168, "ctl_msg layout");
+_Static_assert(sizeof(struct ctl_msg) == 176, "ctl_msg layout");
 
 /* every datagram starts with this (gsoiov: the first bytes of its header) */
 struct gs_hdr {
@@ -259,6 +262,7 @@ struct opts {
     int busy_poll;    /* -P: receiver SO_BUSY_POLL usecs */
     int busy_budget;  /* -Q: receiver SO_BUSY_POLL_BUDGET, with SO_PREFER_BUSY_POLL */
     size_t msg_bytes; /* -M: payload buffer of gsomsg / gsoiovmsg */
+    int connected;    /* -k: the sender connect()s its socket to the receiver */
 };
 
 static struct opts o;
@@ -659,13 +663,21 @@ static void serve_pingpong(int fd, const struct ctl_msg *start, struct ctl_msg *
     struct ctl_msg end;
     unsigned idle = 0;
 
-    (void) start;
+    int connected = 0;
+
     for (;;) {
         struct sockaddr_in from;
         socklen_t fl = sizeof(from);
         ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *) &from, &fl);
         if (n > 0) {
-            if (sendto(fd, buf, (size_t) n, 0, (struct sockaddr *) &from, fl) < 0 &&
+            if (start->connected && !connected) {
+                if (0 != connect(fd, (struct sockaddr *) &from, fl)) {
+                    die("connect: %s", strerror(errno));
+                }
+                connected = 1;
+            }
+            if ((connected ? send(fd, buf, (size_t) n, 0)
+                           : sendto(fd, buf, (size_t) n, 0, (struct sockaddr *) &from, fl)) < 0 &&
                 EAGAIN != errno && ENOBUFS != errno) {
                 die("sendto: %s", strerror(errno));
             }
@@ -848,6 +860,14 @@ static void stream_send(int fd, const struct sockaddr_in *dst, int mode, size_t 
     memset(&mh, 0, sizeof(mh));
     mh.msg_name = (void *) dst;
     mh.msg_namelen = sizeof(*dst);
+    if (o.connected) {
+        /* the kernel keeps the route in the socket: no lookup per send */
+        if (0 != connect(fd, (const struct sockaddr *) dst, sizeof(*dst))) {
+            die("connect: %s", strerror(errno));
+        }
+        mh.msg_name = NULL;
+        mh.msg_namelen = 0;
+    }
     mh.msg_iov = iov;
     if (GS_IS_MSG(mode)) {
         /* -M bytes of payload, rounded up to whole trains: sent train by train */
@@ -916,7 +936,9 @@ restart:
             }
         }
         if (1 == segs && mh.msg_iovlen == 1) {
-            n = sendto(fd, buf + off, size, 0, (const struct sockaddr *) dst, sizeof(*dst));
+            n = o.connected
+                    ? send(fd, buf + off, size, 0)
+                    : sendto(fd, buf + off, size, 0, (const struct sockaddr *) dst, sizeof(*dst));
         } else {
             n = sendmsg(fd, &mh, 0);
         }
@@ -1312,12 +1334,16 @@ static void measure_pingpong(const struct sockaddr_in *server, const struct sock
     }
     m.mode = GS_PP;
     m.size = GS_PP_SIZE;
+    m.connected = (uint32_t) o.connected;
     m.run_id = run_id;
     m.batch = 1;
     m.sockbuf = (uint64_t) o.sockbuf;
     ctl_send(&m, GS_START);
     ctl_expect(&m, GS_READY, 30000);
     dst.sin_port = htons((uint16_t) m.port);
+    if (o.connected && 0 != connect(fd, (struct sockaddr *) &dst, sizeof(dst))) {
+        die("connect: %s", strerror(errno));
+    }
 
     for (uint32_t seq = 0;; seq++) {
         uint32_t ping[2] = {run_id, seq}, pong[64];
@@ -1331,7 +1357,9 @@ static void measure_pingpong(const struct sockaddr_in *server, const struct sock
             break;
         }
         t0 = now_ns(CLOCK_MONOTONIC);
-        if (sendto(fd, ping, GS_PP_SIZE, 0, (struct sockaddr *) &dst, sizeof(dst)) < 0 &&
+        if ((o.connected
+                 ? send(fd, ping, GS_PP_SIZE, 0)
+                 : sendto(fd, ping, GS_PP_SIZE, 0, (struct sockaddr *) &dst, sizeof(dst))) < 0 &&
             EAGAIN != errno && ENOBUFS != errno) {
             die("sendto: %s", strerror(errno));
         }
@@ -1423,6 +1451,9 @@ static void usage(int code)
             "  -b n            recvmmsg vector length, 64 KiB buffers each (default 32)\n"
             "  -s n            most datagrams per UDP_SEGMENT send (default 64; also at most\n"
             "                  65507 bytes per send)\n"
+            "  -k              the sender connect()s its socket to the receiver and sends\n"
+            "                  without naming it (the route is looked up once, not per send);\n"
+            "                  pp: both ends\n"
             "  -p              the receiver busy-polls (recvmmsg with MSG_DONTWAIT, as an MPI\n"
             "                  progress loop does) instead of blocking (MSG_WAITFORONE)\n"
             "  -z n            gsozc, gsoiovzc: send buffers in the ring, each one train\n"
@@ -1498,7 +1529,7 @@ int main(int argc, char **argv)
     o.msg_bytes = 1024 * 1024;
     parse_modes("plain,gso,gsoiov,pp");
     parse_sizes("1472");
-    while ((ch = getopt(argc, argv, "L:C:a:m:d:t:r:B:b:s:pz:P:Q:M:h")) != -1) {
+    while ((ch = getopt(argc, argv, "L:C:a:m:d:t:r:B:b:s:pz:P:Q:M:kh")) != -1) {
         switch (ch) {
         case 'L':
         case 'C':
@@ -1546,6 +1577,9 @@ int main(int argc, char **argv)
             break;
         case 'M':
             o.msg_bytes = (size_t) parse_num(optarg, "-M", 1, 1L << 30);
+            break;
+        case 'k':
+            o.connected = 1;
             break;
         case 'h':
             usage(0);

@@ -4,10 +4,13 @@
  * thousands of hostile datagrams per scenario at the four usnic ports of
  * the job (priority and data channel of rank 0 and rank 1).
  *
- *   hostile -p R0PRIO,R0DATA,R1PRIO,R1DATA [-n N] [-r RATE] [-B BYTES]
+ *   hostile -p R0PRIO,R0DATA,R1PRIO,R1DATA [-S R0PRIO,R0DATA,R1PRIO,R1DATA]
+ *           [-n N] [-r RATE] [-B BYTES]
  *           [-m PRIO_BUF] [-s SEED] [-a header|full] [-b] [SCENARIO,...|blind|all]
  *
  *   -p  the victim ports, rank 0 then rank 1, priority then data channel
+ *   -S  the ports the ranks send from, in the same order (the kernel
+ *       backend sends from ports of its own); default: the -p ports
  *   -n  datagrams per port per scenario (default 1000)
  *   -r  at most RATE datagrams per second in all (default 20000)
  *   -B  at most BYTES bytes of datagrams per second in all (default 60e6)
@@ -21,8 +24,8 @@
  *
  * Datagrams go out from the attacker's own UDP socket (127.0.0.1, a port
  * of its own) or, to spoof a source, from a raw socket (IPPROTO_RAW: the
- * IPv4 header is ours) with source 127.0.0.1 and the port of the victim's
- * peer on the same channel, so the address check passes.  Spoofed packets
+ * IPv4 header is ours) with source 127.0.0.1 and the port the victim's
+ * peer sends from on the same channel, so the address check passes.  Spoofed packets
  * carry TOS 0x28 so that the capture can tell them from the job's own.
  *
  * On-path knowledge (not with -b): an AF_PACKET socket on lo, filtered
@@ -297,12 +300,25 @@ static size_t hdr_len(int type)
 
 struct target {
     uint16_t port;       /* victim port */
-    uint16_t peer_port;  /* the victim's peer's port on the same channel */
-    uint16_t peer_other; /* the peer's port on the other channel */
+    uint16_t from;       /* the port this rank sends from on this channel (-S; default port) */
+    uint16_t peer_port;  /* the port the victim's peer sends from on the same channel */
+    uint16_t peer_other; /* the port the peer sends from on the other channel */
     int rank, chan;      /* victim rank, channel (0 prio, 1 data) */
 };
 static struct target tg[NT];
 static int udp_fd = -1, raw_fd = -1;
+
+/* one of the ports the job receives on or sends from */
+static bool job_port(unsigned port)
+{
+    for (int t = 0; t < NT; t++) {
+        if (port == tg[t].port || port == tg[t].from) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static size_t prio_buf = 568;
 static double rate = 20000, byte_rate = 60e6;
 static unsigned long long sent[NT], scen_sent[NT], expect[NT][R__COUNT];
@@ -541,7 +557,8 @@ static void learn(int t, const uint8_t *b, size_t len)
 
 static int cap_open(void)
 {
-    /* UDP (not a fragment) from one of the job's ports to one of them */
+    /* UDP (not a fragment) from one of the job's sending ports to one of
+     * its receiving ports */
     struct sock_filter f[17] = {
         BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 0, 14),
@@ -549,10 +566,10 @@ static int cap_open(void)
         BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 12, 0),
         BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 0),
         BPF_STMT(BPF_LD | BPF_H | BPF_IND, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, tg[0].port, 3, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, tg[1].port, 2, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, tg[2].port, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, tg[3].port, 0, 6),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, tg[0].from, 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, tg[1].from, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, tg[2].from, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, tg[3].from, 0, 6),
         BPF_STMT(BPF_LD | BPF_H | BPF_IND, 2),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, tg[0].port, 3, 0),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, tg[1].port, 2, 0),
@@ -1035,8 +1052,7 @@ static void sc_foreign(int t, unsigned n)
             put32(pk, O_SEQ, fseq[j]++);
             put32(pk, O_MSGID, fmsg[j]++);
         }
-        if (0 == i % 4 && fport[j] != tg[0].port && fport[j] != tg[1].port &&
-            fport[j] != tg[2].port && fport[j] != tg[3].port) {
+        if (0 == i % 4 && !job_port(fport[j])) {
             send_spoof(t, fport[j], pk, len, R_SENDER);
         } else {
             send_own(t, pk, len, R_SENDER);
@@ -1568,7 +1584,8 @@ static const char *missing(const struct scenario *s, int t)
     return NULL;
 }
 
-static int parse_ports(const char *arg)
+/* -p (from == 0): the receiving ports; -S (from == 1): the sending ports */
+static int parse_ports(const char *arg, int from)
 {
     unsigned p[NT];
     if (4 != sscanf(arg, "%u,%u,%u,%u", &p[0], &p[1], &p[2], &p[3])) {
@@ -1578,21 +1595,24 @@ static int parse_ports(const char *arg)
         if (0 == p[t] || p[t] > 65535) {
             return -1;
         }
-        tg[t].port = (uint16_t) p[t];
+        if (from) {
+            tg[t].from = (uint16_t) p[t];
+        } else {
+            tg[t].port = (uint16_t) p[t];
+        }
         tg[t].rank = t / 2;
         tg[t].chan = t % 2;
-    }
-    for (int t = 0; t < NT; t++) {
-        tg[t].peer_port = tg[(t + 2) % NT].port;
-        tg[t].peer_other = tg[(t + 2) % NT + (tg[t].chan ? -1 : 1)].port;
     }
     return 0;
 }
 
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: hostile -p R0PRIO,R0DATA,R1PRIO,R1DATA [-n N] [-r RATE] [-B BYTES] "
-                    "[-m PRIO_BUF] [-s SEED] [-a header|full] [-b] [SCENARIO,...|blind|all]\n");
+    fprintf(stderr,
+            "usage: hostile -p R0PRIO,R0DATA,R1PRIO,R1DATA [-S R0PRIO,R0DATA,R1PRIO,R1DATA] "
+            "[-n N] [-r RATE] [-B BYTES] "
+            "[-m PRIO_BUF] [-s SEED] [-a header|full] [-b] [SCENARIO,...|blind|all]\n");
     exit(1);
 }
 
@@ -1600,20 +1620,26 @@ int main(int argc, char **argv)
 {
     unsigned n = 1000;
     uint64_t seed = 0;
-    bool have_seed = false, want[NSCEN], ports_given = false;
+    bool have_seed = false, want[NSCEN], ports_given = false, from_given = false;
     const char *list = "all";
     int opt, rc = 0;
     struct sockaddr_in me = {.sin_family = AF_INET};
     int bytes = 4 << 20;
     double t0;
 
-    while (-1 != (opt = getopt(argc, argv, "p:n:r:B:m:s:a:b"))) {
+    while (-1 != (opt = getopt(argc, argv, "p:S:n:r:B:m:s:a:b"))) {
         switch (opt) {
         case 'p':
-            if (0 != parse_ports(optarg)) {
+            if (0 != parse_ports(optarg, 0)) {
                 usage();
             }
             ports_given = true;
+            break;
+        case 'S':
+            if (0 != parse_ports(optarg, 1)) {
+                usage();
+            }
+            from_given = true;
             break;
         case 'n':
             n = (unsigned) strtoul(optarg, NULL, 0);
@@ -1647,6 +1673,15 @@ int main(int argc, char **argv)
     }
     if (!ports_given || rate <= 0 || byte_rate <= 0 || prio_buf < HDR || prio_buf > MAXCRAFT) {
         usage();
+    }
+    for (int t = 0; t < NT; t++) {
+        if (!from_given) {
+            tg[t].from = tg[t].port; /* the ranks send from their receiving ports */
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        tg[t].peer_port = tg[(t + 2) % NT].from;
+        tg[t].peer_other = tg[(t + 2) % NT + (tg[t].chan ? -1 : 1)].from;
     }
     if (optind < argc) {
         list = argv[optind];

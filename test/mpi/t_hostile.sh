@@ -227,10 +227,10 @@ hostile_run() {
     ports0="" ports1="" prog=""
     for ((t = 0; t < 300; t++)); do
         kill -0 "$JOB_PID" 2>/dev/null || break
-        ports0=$(cat "$dir"/*/rank.0/stderr 2>/dev/null | grep -o 'device lo .*ports [0-9]*/[0-9]*' |
-            head -n 1 | sed 's/.*ports //; s|/|,|')
-        ports1=$(cat "$dir"/*/rank.1/stderr 2>/dev/null | grep -o 'device lo .*ports [0-9]*/[0-9]*' |
-            head -n 1 | sed 's/.*ports //; s|/|,|')
+        ports0=$(cat "$dir"/*/rank.0/stderr 2>/dev/null | grep -v 'sends from' |
+            grep -o 'device lo .*ports [0-9]*/[0-9]*' | head -n 1 | sed 's/.*ports //; s|/|,|')
+        ports1=$(cat "$dir"/*/rank.1/stderr 2>/dev/null | grep -v 'sends from' |
+            grep -o 'device lo .*ports [0-9]*/[0-9]*' | head -n 1 | sed 's/.*ports //; s|/|,|')
         prog=$(echo "$dir"/*/rank.0/stdout)
         if [ -n "$ports0" ] && [ -n "$ports1" ] && [ -f "$prog" ] &&
             [ "$(progress_lines "$prog")" -ge "$warmup" ]; then
@@ -250,13 +250,19 @@ hostile_run() {
         return 1
     fi
     p0=${ports0%,*} d0=${ports0#*,} p1=${ports1%,*} d1=${ports1#*,}
-    echo "    $name: rank 0 ports $p0/$d0, rank 1 ports $p1/$d1 (priority/data), priority buffer ${prio:-?} bytes"
+    # the ports each rank sends from (kernel backend: ports of their own)
+    from0=$(cat "$dir"/*/rank.0/stderr 2>/dev/null | grep -o 'device lo sends from ports [0-9]*/[0-9]*' |
+        head -n 1 | sed 's/.*ports //; s|/|,|')
+    from1=$(cat "$dir"/*/rank.1/stderr 2>/dev/null | grep -o 'device lo sends from ports [0-9]*/[0-9]*' |
+        head -n 1 | sed 's/.*ports //; s|/|,|')
+    from0=${from0:-$ports0} from1=${from1:-$ports1}
+    echo "    $name: rank 0 ports $p0/$d0 (sending from ${from0/,//}), rank 1 ports $p1/$d1 (sending from ${from1/,//}) (priority/data), priority buffer ${prio:-?} bytes"
 
     # the attack
     pre_lines=$(progress_lines "$prog")
     sn0=$(softnet_drops)
     # shellcheck disable=SC2086 # aargs is meant to be word-split
-    timeout -k 5 150 "$attacker" -p "$p0,$d0,$p1,$d1" -n "$hn" -r "$hrate" -m "${prio:-568}" \
+    timeout -k 5 150 "$attacker" -p "$p0,$d0,$p1,$d1" -S "$from0,$from1" -n "$hn" -r "$hrate" -m "${prio:-568}" \
         ${HOSTILE_SEED:+-s "$HOSTILE_SEED"} $aargs > "$alog" 2>&1 &
     ATT_PID=$!
     wait "$ATT_PID"
