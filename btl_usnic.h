@@ -51,6 +51,9 @@ BEGIN_C_DECLS
 /* Version of the modex record layout (btl_usnic_proc.h). */
 #define USNIC_MODEX_VERSION 5
 
+/* Peers with deferred fragments in one receive batch, at most (recv.c). */
+#define USNIC_DEFER_TABLES 8
+
 /* Datagrams from a sender of our job whose modex record is being fetched
  * (btl_usnic_proc.c), held per module until it arrives. */
 #define USNIC_PARK_MAX 64
@@ -246,6 +249,14 @@ typedef struct usnic_module {
     struct mca_btl_base_endpoint_t *last_sender;
     enum usnic_src_check src_check; /* how arriving datagrams' sources are checked */
     usnic_rx_source_t rx_from;      /* source of the datagram being processed */
+    /* Deferred chunks (btl_usnic_reasm.h): while rx_defer is set, the
+     * datagrams being processed stay where they are until
+     * usnic_rx_defer_flush(), which copies the deferred fragments of the
+     * tables listed here into their buffers (kernel backend: one batch of
+     * receives). */
+    bool rx_defer;
+    int n_deferred;
+    struct usnic_reasm_table *deferred[USNIC_DEFER_TABLES];
     usnic_parked_t parked[USNIC_PARK_MAX];
     int n_parked;
     bool finalized;
@@ -286,7 +297,8 @@ typedef struct usnic_params {
     int tlp;                      /* tail-loss probes on/off */
     int gso;                      /* kernel backend: UDP_SEGMENT trains, UDP_GRO */
     int direct_recv;              /* kernel backend: PUT chunks received into their target */
-    int connect_peers;            /* kernel backend: peers given sockets connected to them */
+    int in_place;      /* kernel backend: fragments handed over from the receive buffers */
+    int connect_peers; /* kernel backend: peers given sockets connected to them */
     int max_resends_per_iteration;
     int ack_delay;                      /* usec */
     int fast_retrans_dups;              /* duplicate ACKs that trigger a fast retransmit */

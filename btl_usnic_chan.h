@@ -91,12 +91,17 @@ void usnic_module_set_sizes(usnic_module_t *module, uint32_t data_mtu);
 /* Receive buffers for the data channel (btl_usnic_rd_num, 0 = auto). */
 int usnic_module_rd_num(const usnic_module_t *module, bool few);
 
-/* Every arriving datagram (recv.c); buf stays valid until it returns. */
+/* Every arriving datagram (recv.c); buf stays valid until it returns, or
+ * while module->rx_defer is set, until usnic_rx_defer_flush(). */
 void usnic_rx_datagram(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *buf,
                        size_t len);
 /* The same for a PUT chunk whose header is at hdr and whose payload the
  * kernel backend received elsewhere, into the PUT's target (direct
  * receive: btl_usnic_chan_kern.c). */
+/* Copy the chunks that datagrams left in the receive buffers while
+ * module->rx_defer was set into their fragments' buffers (call before the
+ * buffers are received into again; btl_usnic_reasm.h, deferred chunks). */
+void usnic_rx_defer_flush(usnic_module_t *module);
 void usnic_rx_datagram_split(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *hdr,
                              size_t hdr_len, const uint8_t *payload, size_t payload_len);
 /* A datagram queued in a train that the kernel refused (send.c). */

@@ -563,19 +563,38 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
     return count;
 }
 
+/* rx_batch of one receive buffer, its chunks possibly left in it until
+ * the receive is processed (deferred chunks; only a fragment that
+ * completes within this one receive gains from that). */
+static int rx_batch_kept(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *buf,
+                         size_t len, size_t step)
+{
+    bool defer = module->rx_defer;
+    int count;
+
+    module->rx_defer = (0 != mca_btl_usnic_component.params.in_place);
+    count = rx_batch(module, chan, buf, len, step);
+    usnic_rx_defer_flush(module);
+    module->rx_defer = defer;
+    return count;
+}
+
 static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
 {
     struct kern_rx *rx = rx_of(chan);
     int batch = (rx->n < KERN_RX_BATCH) ? rx->n : KERN_RX_BATCH;
     int n, count = 0;
+    bool defer;
 
     if (OPAL_UNLIKELY(rx->busy)) {
         return 0; /* a callback of an arrival polled again: its buffers are in use */
     }
     if (NULL != rx->direct && NULL != module->direct.ep) {
-        bool drained;
+        bool drained, defer = module->rx_defer;
         rx->busy = true;
+        module->rx_defer = false; /* (what it gathers lies in a buffer reused at once) */
         count = kern_direct_poll(module, chan, rx, &drained);
+        module->rx_defer = defer;
         rx->busy = false;
         if (drained) {
             return count;
@@ -596,7 +615,7 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
         rx->single = false;
         rx->busy = true;
         set_source(module, &rx->from[0], fl);
-        count += rx_batch(module, chan, rx->segs[0]->buf, (size_t) got, 0);
+        count += rx_batch_kept(module, chan, rx->segs[0]->buf, (size_t) got, 0);
         rx->busy = false;
         return count;
     }
@@ -606,6 +625,10 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
         return count;
     }
     rx->busy = true;
+    defer = module->rx_defer;
+    /* the buffers stay as they are until every datagram of the batch is
+     * processed: chunks may be left there (deferred chunks) */
+    module->rx_defer = (0 != mca_btl_usnic_component.params.in_place);
     for (int i = 0; i < n; i++) {
         struct msghdr *mh = &rx->msgs[i].msg_hdr;
         uint32_t len = rx->msgs[i].msg_len;
@@ -617,6 +640,8 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
         }
         count += rx_batch(module, chan, rx->segs[i]->buf, len, step);
     }
+    usnic_rx_defer_flush(module); /* before the buffers are received into again */
+    module->rx_defer = defer;
     for (int i = 0; i < n; i++) {
         reset_msg(chan, rx, i); /* the kernel wrote these */
     }

@@ -448,6 +448,10 @@ static const usnic_tunable_t usnic_tunables[] = {
                "connected to them, so that the kernel looks up their route once instead of at "
                "every send (0 = all sends from one socket per channel; each peer costs two file "
                "descriptors; fewer are used when the process runs short of them)"),
+    TUNE_ONOFF("in_place", in_place, OPAL_INFO_LVL_5, 1,
+               "kernel backend: a fragment whose chunks (up to 16) all arrive in order within one "
+               "batch of receives is handed to the PML as pieces of the receive buffers, without "
+               "being copied together first (1 = on, 0 = always reassembled)"),
     TUNE_ONOFF("direct_recv", direct_recv, OPAL_INFO_LVL_5, 1,
                "kernel backend: while a large message (a PUT, or a fragment sent in chunks) "
                "arrives in order, receive its next datagrams' payloads straight into the target "

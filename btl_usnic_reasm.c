@@ -18,6 +18,7 @@ int usnic_reasm_table_init(struct usnic_reasm_table *t, uint32_t nslots,
     t->alloc = alloc;
     t->chunk = 0;
     t->waited = 0;
+    memset(&t->defer, 0, sizeof(t->defer));
     t->slots = calloc(t->nslots, sizeof(*t->slots));
     return (NULL == t->slots) ? -1 : 0;
 }
@@ -82,18 +83,49 @@ static struct usnic_reasm *slot_open(struct usnic_reasm_table *t, uint32_t msg_i
     r->msg_len = len;
     r->tag = tag;
     r->received = 0;
+    r->deferred = false;
     memset(r->got, 0, sizeof(r->got));
     return r;
+}
+
+void usnic_reasm_materialize(struct usnic_reasm_table *t)
+{
+    struct usnic_reasm *r;
+    uint64_t off = 0;
+
+    if (!t->defer.active) {
+        return;
+    }
+    r = slot_of(t, t->defer.msg_id);
+    if (r->deferred && r->msg_id == t->defer.msg_id) {
+        for (unsigned i = 0; i < t->defer.n; i++) {
+            memcpy(r->buf + off, t->defer.piece[i].data, t->defer.piece[i].len);
+            off += t->defer.piece[i].len;
+        }
+        r->deferred = false;
+    }
+    t->defer.active = false;
+    t->defer.n = 0;
 }
 
 enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg_id,
                                        uint64_t msg_len, uint64_t offset, const void *data,
                                        uint32_t len, uint8_t tag)
 {
+    bool deferred_now;
+    return usnic_reasm_add_defer(t, msg_id, msg_len, offset, data, len, tag, false, &deferred_now);
+}
+
+enum usnic_drop_reason usnic_reasm_add_defer(struct usnic_reasm_table *t, uint32_t msg_id,
+                                             uint64_t msg_len, uint64_t offset, const void *data,
+                                             uint32_t len, uint8_t tag, bool defer,
+                                             bool *deferred_now)
+{
     struct usnic_reasm *r = slot_of(t, msg_id);
     uint64_t idx = 0;
-    bool track = false;
+    bool track = false, piece = false;
 
+    *deferred_now = false;
     if (0 != t->chunk) {
         if (0 != offset % t->chunk || len > t->chunk ||
             (len != t->chunk && offset + len != msg_len)) {
@@ -106,13 +138,42 @@ enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg
             return USNIC_DROP_CHUNK_RANGE; /* this piece was written already */
         }
     }
-    if (USNIC_REASM_FREE == r->state && NULL == slot_open(t, msg_id, msg_len, tag)) {
-        return USNIC_DROP_REASSEMBLY;
+    if (USNIC_REASM_FREE == r->state) {
+        if (NULL == slot_open(t, msg_id, msg_len, tag)) {
+            return USNIC_DROP_REASSEMBLY;
+        }
+        if (defer && 0 == offset && !t->defer.active) {
+            /* the first chunk, in order: a deferred fragment begins */
+            r->deferred = true;
+            t->defer.active = true;
+            t->defer.msg_id = msg_id;
+            t->defer.n = 0;
+            t->defer.end = 0;
+            *deferred_now = true;
+        }
+    }
+    if (r->deferred) {
+        const struct usnic_reasm_piece *last = &t->defer.piece[t->defer.n - (t->defer.n > 0)];
+        bool joins = t->defer.n > 0 && last->data + last->len == (const uint8_t *) data;
+        piece = defer && offset == t->defer.end && (joins || t->defer.n < USNIC_REASM_PIECES);
+        if (!piece) {
+            usnic_reasm_materialize(t); /* out of order, too many pieces, or not deferrable */
+        }
     }
     if (track) {
         r->got[idx / 64] |= (uint64_t) 1 << (idx % 64);
     }
-    if (r->buf + offset != (const uint8_t *) data) {
+    if (piece) {
+        struct usnic_reasm_piece *last = &t->defer.piece[t->defer.n - (t->defer.n > 0)];
+        if (t->defer.n > 0 && last->data + last->len == (const uint8_t *) data) {
+            last->len += len; /* right behind the piece before: one piece */
+        } else {
+            t->defer.piece[t->defer.n].data = (const uint8_t *) data;
+            t->defer.piece[t->defer.n].len = len;
+            t->defer.n++;
+        }
+        t->defer.end += len;
+    } else if (r->buf + offset != (const uint8_t *) data) {
         memcpy(r->buf + offset, data, len);
     }
     r->received += len;
@@ -131,8 +192,9 @@ uint8_t *usnic_reasm_dest(const struct usnic_reasm_table *t, uint32_t msg_id, ui
         return NULL; /* handed over already, or too far ahead */
     }
     r = slot_of(t, msg_id);
+    /* (not a deferred fragment: its first bytes are not in its buffer yet) */
     return ((USNIC_REASM_PARTIAL == r->state || USNIC_REASM_COMPLETE == r->state) &&
-            r->msg_id == msg_id && r->msg_len == msg_len)
+            r->msg_id == msg_id && r->msg_len == msg_len && !r->deferred)
                ? r->buf
                : NULL;
 }
@@ -170,6 +232,12 @@ struct usnic_reasm *usnic_reasm_pop(struct usnic_reasm_table *t)
 
 void usnic_reasm_release(struct usnic_reasm_table *t, struct usnic_reasm *r)
 {
+    if (r->deferred) {
+        /* handed over as pieces (or given up): they are nobody's now */
+        r->deferred = false;
+        t->defer.active = false;
+        t->defer.n = 0;
+    }
     t->alloc->put(t->alloc->ctx, r->buf, r->handle);
     r->buf = NULL;
     r->handle = NULL;

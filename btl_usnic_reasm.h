@@ -57,6 +57,36 @@ struct usnic_reasm_alloc {
 /* Chunks of one fragment tracked individually (beyond that, bytes are counted). */
 #define USNIC_REASM_MAX_CHUNKS 512
 
+/*
+ * Deferred chunks.  A transport whose receive buffers stay untouched until
+ * it says so (the kernel backend, for one batch of receives) may let the
+ * table leave a fragment's chunks where they arrived instead of copying
+ * them into the fragment's buffer: as long as they arrive in order from
+ * offset 0, up to USNIC_REASM_PIECES of them, the table only notes where
+ * each one is.  If the fragment completes that way, the PML can have it
+ * as those pieces (a descriptor of several segments) without any copy.
+ * Anything else (a chunk out of order, one piece too many, a caller that
+ * cannot defer, or the transport about to reuse its buffers:
+ * usnic_reasm_materialize()) copies the pieces into the fragment's buffer
+ * first, and from then on the fragment is reassembled as usual.  The
+ * buffer is taken when the first chunk arrives either way, so copying the
+ * pieces in never fails.  One fragment per table (per peer) at a time.
+ */
+#define USNIC_REASM_PIECES 16
+
+struct usnic_reasm_piece {
+    const uint8_t *data;
+    uint64_t len; /* (a chunk that lies right behind the piece before joins it) */
+};
+
+struct usnic_reasm_defer {
+    bool active; /* a fragment's chunks are pieces (state PARTIAL, COMPLETE or DELIVERING) */
+    uint8_t n;   /* pieces */
+    uint32_t msg_id;
+    uint64_t end; /* bytes they hold: [0, end) of the fragment */
+    struct usnic_reasm_piece piece[USNIC_REASM_PIECES];
+};
+
 enum usnic_reasm_state {
     USNIC_REASM_FREE = 0,
     USNIC_REASM_PARTIAL,   /* chunks still missing */
@@ -70,6 +100,7 @@ struct usnic_reasm {
     uint32_t msg_id;
     uint64_t msg_len;  /* total length; buf holds at least this much */
     uint64_t received; /* bytes copied in so far, <= msg_len */
+    bool deferred;     /* its chunks are the table's pieces (defer), not yet in buf */
     uint8_t *buf;
     void *handle;
     uint64_t got[USNIC_REASM_MAX_CHUNKS / 64]; /* chunks received, when the table knows
@@ -87,6 +118,7 @@ struct usnic_reasm_table {
      * a fragment is complete only when every byte was written. */
     uint64_t chunk;
     uint64_t waited; /* fragments complete before their turn (they waited here) */
+    struct usnic_reasm_defer defer;
 };
 
 /* first_msg_id: the number of the peer's first fragment; nslots is rounded up to a power of two. */
@@ -132,6 +164,22 @@ enum usnic_drop_reason usnic_reasm_add(struct usnic_reasm_table *t, uint32_t msg
                                        uint32_t len, uint8_t tag);
 
 /*
+ * usnic_reasm_add(), where defer says that data stays where it is until
+ * the caller's next usnic_reasm_materialize() on this table: the chunk
+ * may then become a piece of a deferred fragment (see above) instead of
+ * being copied.  *deferred_now: this chunk began a deferred fragment (the
+ * caller must materialize this table before its buffers change).
+ */
+enum usnic_drop_reason usnic_reasm_add_defer(struct usnic_reasm_table *t, uint32_t msg_id,
+                                             uint64_t msg_len, uint64_t offset, const void *data,
+                                             uint32_t len, uint8_t tag, bool defer,
+                                             bool *deferred_now);
+
+/* Copy the deferred fragment's pieces (if there is one) into its buffer;
+ * it is reassembled as usual from then on. */
+void usnic_reasm_materialize(struct usnic_reasm_table *t);
+
+/*
  * The buffer fragment msg_id of msg_len bytes is being reassembled in (or
  * was, if complete and not handed over yet), or NULL (not begun, handed
  * over, or another fragment there).
@@ -149,7 +197,9 @@ enum usnic_drop_reason usnic_reasm_hold(struct usnic_reasm_table *t, uint32_t ms
 /*
  * The next fragment, if it is complete: it becomes DELIVERING and `next`
  * moves on; the caller hands r->buf (r->msg_len bytes, tag r->tag) to the
- * PML and then calls usnic_reasm_release().  NULL if it is not complete.
+ * PML, or, if r->deferred, the table's defer.piece[0 .. defer.n) (or
+ * materializes it first), and then calls usnic_reasm_release().  NULL if
+ * it is not complete.
  */
 struct usnic_reasm *usnic_reasm_pop(struct usnic_reasm_table *t);
 

@@ -149,6 +149,69 @@ static void rx_deliver(void *t, void *ep, uint8_t tag, const void *data, uint64_
     reg->cbfunc(&module->super, tag, &desc, reg->cbdata);
 }
 
+/* A first piece shorter than this goes copied together: ob1 reads its
+ * header (at most 40 bytes) from the first segment. */
+#define USNIC_PIECE_HDR_MIN 64
+
+/* ob1's tags whose fragments carry user data after their header in the
+ * first segment (ompi/mca/pml/ob1/pml_ob1_hdr.h: MATCH, RNDV, FRAG); its
+ * receive callbacks for these take up to MCA_BTL_DES_MAX_SEGMENTS
+ * segments.  Other tags get one contiguous segment. */
+static bool tag_takes_segments(uint8_t tag)
+{
+    return MCA_BTL_TAG_PML + 1 == tag || MCA_BTL_TAG_PML + 2 == tag || MCA_BTL_TAG_PML + 6 == tag;
+}
+
+/* A fragment still in the receive buffers it arrived in, handed over as
+ * one segment per chunk. */
+static bool rx_deliver_pieces(void *t, void *ep, uint8_t tag, const struct usnic_reasm_piece *piece,
+                              unsigned n, uint64_t len)
+{
+    usnic_module_t *module = t;
+    const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    mca_btl_base_segment_t segments[MCA_BTL_DES_MAX_SEGMENTS];
+    mca_btl_base_descriptor_t desc;
+    (void) ep;
+    (void) len;
+
+    if (!tag_takes_segments(tag) || 0 == n || n > MCA_BTL_DES_MAX_SEGMENTS ||
+        piece[0].len < USNIC_PIECE_HDR_MIN) {
+        return false;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        segments[i].seg_addr.pval = (void *) piece[i].data;
+        segments[i].seg_len = piece[i].len;
+    }
+    memset(&desc, 0, sizeof(desc));
+    desc.des_segments = segments;
+    desc.des_segment_count = n;
+    module->stats.rx_in_place++;
+    reg->cbfunc(&module->super, tag, &desc, reg->cbdata);
+    return true;
+}
+
+static void rx_deferred(void *t, void *ep, struct usnic_reasm_table *reasm)
+{
+    usnic_module_t *module = t;
+    (void) ep;
+
+    if (OPAL_UNLIKELY(module->n_deferred >= USNIC_DEFER_TABLES)) {
+        /* (process_packet lets a packet defer only while there is room:
+         * never so) */
+        usnic_reasm_materialize(reasm);
+        return;
+    }
+    module->deferred[module->n_deferred++] = reasm;
+}
+
+void usnic_rx_defer_flush(usnic_module_t *module)
+{
+    for (int i = 0; i < module->n_deferred; i++) {
+        usnic_reasm_materialize(module->deferred[i]);
+    }
+    module->n_deferred = 0;
+}
+
 static enum usnic_drop_reason rx_put_resolve(void *t, uint64_t key, uint64_t reg_offset,
                                              uint64_t len, uint8_t **dest)
 {
@@ -311,6 +374,8 @@ static const struct usnic_rx_ops btl_rx_ops = {
     .lookup = rx_lookup,
     .tag_ok = rx_tag_ok,
     .deliver = rx_deliver,
+    .deliver_pieces = rx_deliver_pieces,
+    .deferred = rx_deferred,
     .put_resolve = rx_put_resolve,
     .put_write = rx_put_write,
     .chunk_added = rx_chunk_added,
@@ -369,6 +434,7 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
         .now = module->now_us,
         .lane = module->rx_from.lane,
         .payload = payload,
+        .defer = module->rx_defer && module->n_deferred < USNIC_DEFER_TABLES,
     };
 
     enum usnic_drop_reason why = usnic_rx_dispatch(&btl_rx_ops, module, buf, len, &p);
@@ -386,6 +452,18 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
                           usnic_drop_reason_name(why), module->rx_from.lane, dump);
         }
     }
+}
+
+/* A datagram in a buffer of our own that is reused before the receive
+ * batch ends (parked, held back or put together by fault injection): its
+ * chunks are copied, never deferred. */
+static void process_packet_kept(usnic_module_t *module, const uint8_t *buf, size_t len)
+{
+    bool defer = module->rx_defer;
+
+    module->rx_defer = false;
+    process_packet(module, buf, len, NULL);
+    module->rx_defer = defer;
 }
 
 void usnic_release_parked(usnic_module_t *module, uint32_t vpid)
@@ -408,7 +486,7 @@ void usnic_release_parked(usnic_module_t *module, uint32_t vpid)
         module->src_check = (USNIC_SRC_PREFIX == check) ? check : USNIC_SRC_NONE;
         module->now_us = usnic_now_us();
         module->stats.unparked++;
-        process_packet(module, pk->buf, len, NULL);
+        process_packet_kept(module, pk->buf, len);
         module->src_check = check;
     }
     module->rx_from = from;
@@ -442,10 +520,14 @@ static void inject(usnic_module_t *module, const uint8_t *buf, size_t len)
         f->held_from = module->rx_from;
         return;
     }
-    process_packet(module, buf, len, NULL);
+    if (buf == f->whole_buf) {
+        process_packet_kept(module, buf, len);
+    } else {
+        process_packet(module, buf, len, NULL); /* the receive buffer: may defer */
+    }
     if (f->dup_rate > 0.0 && usnic_rand_unit(&f->rng) < f->dup_rate) {
         module->stats.inj_dup++;
-        process_packet(module, buf, len, NULL);
+        process_packet_kept(module, buf, len);
     }
     usnic_fault_flush(module, true);
 }
@@ -462,7 +544,7 @@ void usnic_fault_flush(usnic_module_t *module, bool idle)
     {
         usnic_rx_source_t from = module->rx_from;
         module->rx_from = f->held_from; /* where it came from, not the last arrival */
-        process_packet(module, f->held_buf, len, NULL);
+        process_packet_kept(module, f->held_buf, len);
         module->rx_from = from;
     }
 }

@@ -55,6 +55,17 @@ struct usnic_rx_ops {
     bool (*tag_ok)(void *t, uint8_t tag);
     /* Hand one whole fragment to the PML. */
     void (*deliver)(void *t, void *ep, uint8_t tag, const void *data, uint64_t len);
+    /* Optional (may be NULL): hand a whole fragment of len bytes to the
+     * PML as n pieces (deferred chunks, btl_usnic_reasm.h), in order.
+     * false: not taken (nothing was done); it is then copied together and
+     * handed over with deliver. */
+    bool (*deliver_pieces)(void *t, void *ep, uint8_t tag, const struct usnic_reasm_piece *piece,
+                           unsigned n, uint64_t len);
+    /* A fragment of this peer's is deferred (usnic_rx_params.defer): the
+     * transport must call usnic_reasm_materialize() on the peer's table
+     * before the memory of the packets it took changes.  Required where
+     * defer is ever set. */
+    void (*deferred)(void *t, void *ep, struct usnic_reasm_table *reasm);
     /* The address of bytes [reg_offset, reg_offset + len) of registration
      * key: USNIC_PKT_OK and *dest, or the drop reason. */
     enum usnic_drop_reason (*put_resolve)(void *t, uint64_t key, uint64_t reg_offset, uint64_t len,
@@ -90,6 +101,10 @@ struct usnic_rx_params {
      * where neither the CRC nor the MAC covers the payload; NULL: the
      * payload follows the header in buf. */
     const uint8_t *payload;
+    /* The packet's memory stays as it is until the transport materializes
+     * the tables that ops->deferred named: a chunk may be left there
+     * (deferred chunks, btl_usnic_reasm.h). */
+    bool defer;
 };
 
 /* Hand every fragment that is complete and next in order to the PML. */
@@ -99,7 +114,18 @@ static inline void usnic_rx_drain(const struct usnic_rx_ops *ops, void *t,
     struct usnic_reasm *r;
 
     while (NULL != (r = usnic_reasm_pop(c->reasm))) {
-        ops->deliver(t, c->ep, r->tag, r->buf, r->msg_len);
+        if (r->deferred) {
+            /* every chunk still where it arrived: as pieces if the
+             * transport can, else copied together first */
+            if (NULL == ops->deliver_pieces ||
+                !ops->deliver_pieces(t, c->ep, r->tag, c->reasm->defer.piece, c->reasm->defer.n,
+                                     r->msg_len)) {
+                usnic_reasm_materialize(c->reasm);
+                ops->deliver(t, c->ep, r->tag, r->buf, r->msg_len);
+            }
+        } else {
+            ops->deliver(t, c->ep, r->tag, r->buf, r->msg_len);
+        }
         usnic_reasm_release(c->reasm, r);
     }
 }
@@ -248,11 +274,16 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
             usnic_reasm_skip(c.reasm);
             ops->deliver(t, c.ep, hdr->tag, v.payload, v.payload_len);
         } else {
+            bool deferred_now = false;
             why = whole ? usnic_reasm_hold(c.reasm, hdr->msg_id, v.payload, v.payload_len, hdr->tag)
-                        : usnic_reasm_add(c.reasm, hdr->msg_id, msg_len, v.chunk->offset, v.payload,
-                                          v.payload_len, hdr->tag);
+                        : usnic_reasm_add_defer(c.reasm, hdr->msg_id, msg_len, v.chunk->offset,
+                                                v.payload, v.payload_len, hdr->tag,
+                                                p->defer && NULL == p->payload, &deferred_now);
             if (USNIC_PKT_OK != why) {
                 break;
+            }
+            if (deferred_now) {
+                ops->deferred(t, c.ep, c.reasm);
             }
             if (!whole && NULL != ops->chunk_added) {
                 ops->chunk_added(t, c.ep, &v);

@@ -101,6 +101,10 @@
 #define AUX_LANE 0x03u
 #define AUX_TAMPER 0x04u
 #define AUX_BADSRC 0x08u
+/* without AUX_TAMPER, bit 4 (else the tamper position's) lets chunks be
+ * deferred (usnic_rx_params.defer); the tables are materialized right
+ * after the dispatch, before the datagram's buffer goes */
+#define AUX_DEFER 0x10u
 
 #define MAX_DGRAM 9000u
 
@@ -188,6 +192,7 @@ struct fz_reg {
 /* What one dispatch did, as seen through the callbacks. */
 struct fz_cur {
     bool active;
+    bool defer; /* the dispatch may defer chunks (AUX_DEFER) */
     const uint8_t *buf;
     size_t len;
     bool parsed; /* our own usnic_pkt_parse() said OK */
@@ -225,7 +230,7 @@ static int verbose = -1;
 
 static struct {
     uint64_t inputs, dgrams, ok[8], drops[USNIC_DROP__COUNT], delivered, reassembled, put_writes,
-        released, raw_true_mac, timers, resends;
+        released, raw_true_mac, timers, resends, deferred;
 } stats;
 
 static void print_stats(void)
@@ -234,10 +239,11 @@ static void print_stats(void)
             "fuzz_rx stats: inputs %" PRIu64 " datagrams %" PRIu64 " ok ACK %" PRIu64
             " FRAG %" PRIu64 " CHUNK %" PRIu64 " PUT %" PRIu64 " delivered %" PRIu64
             " (reassembled %" PRIu64 ") put_writes %" PRIu64 " released %" PRIu64 " timers %" PRIu64
-            " resends %" PRIu64 " raw-with-true-MAC %" PRIu64 "\n",
+            " resends %" PRIu64 " raw-with-true-MAC %" PRIu64 " deferred %" PRIu64 "\n",
             stats.inputs, stats.dgrams, stats.ok[USNIC_PKT_ACK], stats.ok[USNIC_PKT_FRAG],
             stats.ok[USNIC_PKT_CHUNK], stats.ok[USNIC_PKT_PUT], stats.delivered, stats.reassembled,
-            stats.put_writes, stats.released, stats.timers, stats.resends, stats.raw_true_mac);
+            stats.put_writes, stats.released, stats.timers, stats.resends, stats.raw_true_mac,
+            stats.deferred);
     for (int r = 1; r < USNIC_DROP__COUNT; r++) {
         if (stats.drops[r]) {
             fprintf(stderr, "  drop %-12s %" PRIu64 "\n",
@@ -771,10 +777,21 @@ static void rx_ack_rx(void *t, void *ep, bool fresh)
     f->cur.ack_rxs++;
 }
 
+static void rx_deferred(void *t, void *ep, struct usnic_reasm_table *reasm)
+{
+    struct fz *f = t;
+    struct fz_peer *p = ep;
+
+    CHECK(f->cur.active && p == f->cur.peer && reasm == &p->reasm);
+    CHECK(f->cur.defer && USNIC_PKT_CHUNK == f->cur.v.hdr->type && 0 == f->cur.v.chunk->offset);
+    stats.deferred++;
+}
+
 static const struct usnic_rx_ops fz_rx_ops = {
     .lookup = rx_lookup,
     .tag_ok = rx_tag_ok,
     .deliver = rx_deliver,
+    .deferred = rx_deferred,
     .put_resolve = rx_put_resolve,
     .put_write = rx_put_write,
     .acked = rx_acked,
@@ -1213,9 +1230,17 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
     prm.now = f->now;
     prm.lane = (uint8_t) (aux & AUX_LANE);
     prm.payload = NULL;
+    prm.defer = !(aux & AUX_TAMPER) && (aux & AUX_DEFER);
+    c->defer = prm.defer;
     c->active = true;
     why = usnic_rx_dispatch(&fz_rx_ops, f, b, len, &prm);
     c->active = false;
+    for (int i = 0; i < NPEERS; i++) {
+        /* the receive batch (this one datagram) ends: nothing may still
+         * point into b after this */
+        usnic_reasm_materialize(&f->peer[i].reasm);
+        CHECK(!f->peer[i].reasm.defer.active);
+    }
 
     {
         /* the log line of a dropped datagram: safe on anything, always terminated */

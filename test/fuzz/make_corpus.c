@@ -42,6 +42,7 @@
 #define AUX_TAMPER 0x04u
 #define AUX_BADSRC 0x08u
 #define AUX_AT(sixteenths) ((uint8_t) ((sixteenths) << 4))
+#define AUX_DEFER 0x10u /* without AUX_TAMPER: chunks may be deferred */
 
 enum {
     STEP_1US = 0,
@@ -425,6 +426,18 @@ int main(int argc, char **argv)
     add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 500, 200, 200);
     add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 500, 400, 100);
     in_write(&in, "chunk-in-order");
+
+    /* the same, each chunk allowed to stay in its datagram (deferred
+     * chunks), then one out of order after a deferred first chunk */
+    in_start(&in, SEALED_DEFAULT | CFG_CHUNK);
+    add_chunk(&in, STEP_1US, M_DATA, AUX_DEFER, 0, 0, 500, 0, 200);
+    add_chunk(&in, STEP_1US, M_DATA, AUX_DEFER, 0, 0, 500, 200, 200);
+    add_chunk(&in, STEP_1US, M_DATA, AUX_DEFER, 0, 0, 500, 400, 100);
+    add_chunk(&in, STEP_1US, M_DATA, AUX_DEFER, 0, 0, 300, 0, 200);
+    add_chunk(&in, STEP_1US, M_DATA, AUX_DEFER, 1, 1, 400, 200, 200);
+    add_chunk(&in, STEP_1US, M_DATA, AUX_DEFER, 0, 1, 400, 0, 200);
+    add_chunk(&in, STEP_1US, M_DATA, AUX_DEFER, 0, 0, 300, 200, 100);
+    in_write(&in, "chunk-deferred");
 
     in_start(&in, SEALED_DEFAULT | CFG_CHUNK);
     add_chunk(&in, STEP_1US, M_DATA, 1, 2, 0, 500, 400, 100);

@@ -259,6 +259,28 @@ check_run() {
     pass "$name"
 }
 
+# each_rank NAME KEY OP VALUE: PASS if every rank's KEY in the last run's
+# [usnic stats] lines compares with VALUE by OP (test(1): -gt, -eq, ...),
+# else FAIL naming the ranks that do not (and FAIL if fewer than 2 ranks
+# printed their counters).
+each_rank() {
+    local name=$1 key=$2 op=$3 val=$4 line v r=0 bad=
+    while read -r line; do
+        v=$(sed -n "s/.* $key=\([0-9]*\).*/\1/p" <<<"$line")
+        if ! [ "${v:-0}" "$op" "$val" ]; then
+            bad="$bad rank $r: $key=${v:-?}"
+        fi
+        r=$((r + 1))
+    done < <(grep '\[usnic stats\]' "$RUN_LOG")
+    if [ "$r" -lt 2 ]; then
+        fail "$name" "[usnic stats] lines from $r ranks" "$RUN_LOG"
+    elif [ -n "$bad" ]; then
+        fail "$name" "want $key $op $val:$bad" "$RUN_LOG"
+    else
+        pass "$name: $key $op $val on both ranks ($(stat_sum "$RUN_LOG" "$key") in all)"
+    fi
+}
+
 # assert_no_refusals LOG: the job's own datagrams were never taken for
 # someone else's: no drop_SENDER, drop_ADDRESS, drop_AUTH, drop_CHECKSUM or
 # drop_TAG in its [usnic stats] lines (a test that sends hostile or

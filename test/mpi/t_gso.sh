@@ -39,25 +39,6 @@ small="--mca btl_usnic_udp_datagram_size -1"
 kernel=false
 usnic_mode && [ "$(usnic_backend)" = kernel ] && kernel=true
 
-# counters NAME KEY OP VALUE: each rank's KEY compared with VALUE
-each_rank() {
-    local name=$1 key=$2 op=$3 val=$4 line v r=0 bad=
-    while read -r line; do
-        v=$(sed -n "s/.* $key=\([0-9]*\).*/\1/p" <<<"$line")
-        if ! [ "${v:-0}" "$op" "$val" ]; then
-            bad="$bad rank $r: $key=${v:-?}"
-        fi
-        r=$((r + 1))
-    done < <(grep '\[usnic stats\]' "$RUN_LOG")
-    if [ "$r" -lt 2 ]; then
-        fail "$name" "[usnic stats] lines from $r ranks" "$RUN_LOG"
-    elif [ -n "$bad" ]; then
-        fail "$name" "want $key $op $val:$bad" "$RUN_LOG"
-    else
-        pass "$name: $key $op $val on both ranks ($(stat_sum "$RUN_LOG" "$key") in all)"
-    fi
-}
-
 EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN"
 if check_run "gso: trains" $? 2 "$floor" && $kernel; then
     each_rank "gso: trains sent" gso_trains -gt 0

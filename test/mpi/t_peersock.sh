@@ -26,25 +26,6 @@ floor=$((4 * $(pingpong_size_sum $max)))
 kernel=false
 usnic_mode && [ "$(usnic_backend)" = kernel ] && kernel=true
 
-# each_rank NAME KEY OP VALUE: each rank's KEY compared with VALUE
-each_rank() {
-    local name=$1 key=$2 op=$3 val=$4 line v r=0 bad=
-    while read -r line; do
-        v=$(sed -n "s/.* $key=\([0-9]*\).*/\1/p" <<<"$line")
-        if ! [ "${v:-0}" "$op" "$val" ]; then
-            bad="$bad rank $r: $key=${v:-?}"
-        fi
-        r=$((r + 1))
-    done < <(grep '\[usnic stats\]' "$RUN_LOG")
-    if [ "$r" -lt 2 ]; then
-        fail "$name" "[usnic stats] lines from $r ranks" "$RUN_LOG"
-    elif [ -n "$bad" ]; then
-        fail "$name" "want $key $op $val:$bad" "$RUN_LOG"
-    else
-        pass "$name: $key $op $val on both ranks ($(stat_sum "$RUN_LOG" "$key") in all)"
-    fi
-}
-
 EXTRA_MCA="${EXTRA_MCA:-} --mca btl_base_verbose 5" run_mpi 2 "$BIN" -m "$max"
 if check_run "peersock: connected" $? 2 "$floor" && $kernel; then
     n=$(grep -c 'sends from ports [0-9]*/[0-9]* (sockets connected to up to 256 peers)' "$RUN_LOG")

@@ -499,9 +499,15 @@ int sim_init(struct sim *s, const struct sim_cfg *c)
     return 0;
 }
 
+static void batch_end(struct sim *s);
+
 void sim_fini(struct sim *s)
 {
     struct sim_pkt *p;
+
+    batch_end(s);
+    free(s->batch);
+    s->batch = NULL;
 
     while (NULL != (p = heap_pop(s))) {
         free(p->buf);
@@ -975,10 +981,48 @@ static void sim_rx_ack_rx(void *t, void *from, bool fresh)
     }
 }
 
+/* A deferred fragment's pieces, checked as the whole fragment. */
+static bool sim_rx_deliver_pieces(void *t, void *from, uint8_t tag,
+                                  const struct usnic_reasm_piece *piece, unsigned n, uint64_t len)
+{
+    struct sim_ep *ep = t;
+    uint8_t *whole = xcalloc(1, len ? (size_t) len : 1);
+    uint64_t off = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        if (off + piece[i].len > len) {
+            ep->sim->errors++;
+            snprintf(ep->sim->err, sizeof(ep->sim->err), "pieces longer than the fragment");
+            break;
+        }
+        memcpy(whole + off, piece[i].data, (size_t) piece[i].len);
+        off += piece[i].len;
+    }
+    if (off != len) {
+        ep->sim->errors++;
+        snprintf(ep->sim->err, sizeof(ep->sim->err), "pieces of %" PRIu64 " bytes for %" PRIu64,
+                 off, len);
+    }
+    ep->st.delivered_pieces++;
+    sim_rx_deliver(t, from, tag, whole, len);
+    free(whole);
+    return true;
+}
+
+static void sim_rx_deferred(void *t, void *from, struct usnic_reasm_table *reasm)
+{
+    struct sim_ep *ep = t;
+    (void) from;
+    (void) reasm; /* (ep->reasm) */
+    ep->deferred = true;
+}
+
 static const struct usnic_rx_ops sim_rx_ops = {
     .lookup = sim_rx_lookup,
     .tag_ok = sim_rx_tag_ok,
     .deliver = sim_rx_deliver,
+    .deliver_pieces = sim_rx_deliver_pieces,
+    .deferred = sim_rx_deferred,
     .put_resolve = sim_rx_put_resolve,
     .put_write = sim_rx_put_write,
     .acked = sim_rx_acked,
@@ -988,12 +1032,13 @@ static const struct usnic_rx_ops sim_rx_ops = {
     .ack_rx = sim_rx_ack_rx,
 };
 
-static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size_t len)
+static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size_t len, bool defer)
 {
     const struct usnic_rx_params p = {
         .max_msg_len = s->cfg.max_msg_len,
         .now = s->now,
         .lane = 0, /* one lane: the link keeps the order of what it does not reorder */
+        .defer = defer,
     };
     struct usnic_pkt_view v;
 
@@ -1011,7 +1056,7 @@ void sim_deliver_now(struct sim *s, int to, const void *buf, size_t len)
     if (len) {
         memcpy(copy, buf, len);
     }
-    rx_packet(s, &s->ep[to], copy, len);
+    rx_packet(s, &s->ep[to], copy, len, false);
     free(copy);
 }
 
@@ -1058,6 +1103,25 @@ static bool next_event(const struct sim *s, uint64_t *t)
     return any;
 }
 
+/* cfg.defer: the batch ends: deferred pieces are copied in, then the
+ * arrivals' buffers are scribbled over and freed. */
+static void batch_end(struct sim *s)
+{
+    for (int i = 0; i < 2; i++) {
+        if (s->ep[i].deferred) {
+            usnic_reasm_materialize(&s->ep[i].reasm);
+            s->ep[i].deferred = false;
+        }
+    }
+    for (size_t i = 0; i < s->nbatch; i++) {
+        memset(s->batch[i]->buf, 0x5A, s->batch[i]->len);
+        free(s->batch[i]->buf);
+        free(s->batch[i]);
+    }
+    s->nbatch = 0;
+    s->batch_len = 1 + sim_rng_next(&s->rng) % 16;
+}
+
 bool sim_step(struct sim *s)
 {
     uint64_t t;
@@ -1070,9 +1134,23 @@ bool sim_step(struct sim *s)
     /* arrivals first, so ACKs cancel timers that expire at the same instant */
     while (s->nheap && s->heap[0]->t <= s->now) {
         struct sim_pkt *p = heap_pop(s);
-        rx_packet(s, &s->ep[p->to], p->buf, p->len);
-        free(p->buf);
-        free(p);
+        rx_packet(s, &s->ep[p->to], p->buf, p->len, s->cfg.defer);
+        if (!s->cfg.defer) {
+            free(p->buf);
+            free(p);
+            continue;
+        }
+        if (s->nbatch == s->batch_cap) {
+            s->batch_cap = s->batch_cap ? 2 * s->batch_cap : 16;
+            s->batch = realloc(s->batch, s->batch_cap * sizeof(*s->batch));
+            if (NULL == s->batch) {
+                abort();
+            }
+        }
+        s->batch[s->nbatch++] = p;
+        if (s->nbatch >= s->batch_len) {
+            batch_end(s);
+        }
     }
     for (int i = 0; i < 2; i++) {
         struct sim_ep *ep = &s->ep[i];

@@ -129,6 +129,8 @@ struct sim_cfg {
     bool ack_req_on_full;     /* set USNIC_PKT_FLAG_ACK_REQ on the segment that fills the window */
     bool no_sack;             /* explicit ACKs never carry a selective-ACK bitmap */
     unsigned sack_words;      /* words of a SACK at most (1 .. USNIC_SACK_WORDS_MAX) */
+    bool defer; /* arrivals come in batches whose datagrams stay in place until the batch
+                   ends (1-16 arrivals): chunks may be deferred (btl_usnic_reasm.h) */
 };
 
 struct sim_msg {
@@ -190,6 +192,7 @@ struct sim_ep_stats {
     uint64_t reasm_urgent;          /* buffer gets for the fragment next in order */
     uint64_t timer_sets;            /* deadlines the core gave */
     uint64_t timer_fires;           /* times the connection's timer fired */
+    uint64_t delivered_pieces;      /* fragments handed over as deferred pieces */
 };
 
 #define SIM_MAX_KNOWN 4
@@ -237,6 +240,7 @@ struct sim_ep {
 
     struct sim_ep_stats st;
     uint64_t drops[USNIC_DROP__COUNT];
+    bool deferred; /* its table has a deferred fragment in the current batch */
 };
 
 struct sim_pkt {
@@ -257,6 +261,9 @@ struct sim {
 
     struct sim_pkt **heap;
     size_t nheap, heap_cap;
+    /* cfg.defer: the current batch's arrivals, kept until it ends */
+    struct sim_pkt **batch;
+    size_t nbatch, batch_cap, batch_len;
     uint64_t pkt_order;
 
 

@@ -154,6 +154,7 @@ static void draw_cfg(struct sim_rng *r, struct model_cfg *m)
     c->no_sack = sim_rng_below(r, 4) == 0;
     c->auth = (int) sim_rng_below(r, 3);
     c->crc = sim_rng_below(r, 2);
+    c->defer = sim_rng_below(r, 2);
     m->max_send = sim_rng_below(r, 3) ? 300 * 1024 : 4 * (uint64_t) c->max_payload;
     for (int i = 0; i < 2; i++) {
         m->nmsgs[i] = (uint32_t) sim_rng_range(r, 0, 120);
@@ -164,18 +165,19 @@ static void draw_cfg(struct sim_rng *r, struct model_cfg *m)
 static void describe(const struct model_cfg *m, char *buf, size_t n)
 {
     const struct sim_cfg *c = &m->sim;
-    snprintf(buf, n,
-             "loss=%.3f dup=%.3f reorder=%.3f/%" PRIu64 "us lat=%" PRIu64 "us ps/B=%" PRIu64
-             " rto=%" PRIu64 "/%" PRIu64 "/%" PRIu64 "us ackdelay=%" PRIu64
-             "us tlp=%d win=%u/%u rxwin=%u/%u slots=%u dups=%u payload=%u sendfail=%.3f "
-             "ackreq=%d nosack=%d auth=%d crc=%d isn=%#x/%#x msgid=%#x/%#x msgs=%u+%u/%u+%u puts "
-             "max=%" PRIu64,
-             c->loss, c->dup, c->reorder, c->reorder_max_ns / US, c->latency_ns / US,
-             c->ps_per_byte, c->rto_ns / US, c->rto_min_ns / US, c->rto_max_ns / US,
-             c->ack_delay_ns / US, c->tlp, c->tx_win[0], c->tx_win[1], c->rx_win[0], c->rx_win[1],
-             c->reasm_slots, c->fast_retrans_dups, c->max_payload, c->send_fail, c->ack_req_on_full,
-             c->no_sack, c->auth, c->crc, c->isn[0], c->isn[1], c->first_msg_id[0],
-             c->first_msg_id[1], m->nmsgs[0], m->nmsgs[1], m->nputs[0], m->nputs[1], m->max_send);
+    snprintf(
+        buf, n,
+        "loss=%.3f dup=%.3f reorder=%.3f/%" PRIu64 "us lat=%" PRIu64 "us ps/B=%" PRIu64
+        " rto=%" PRIu64 "/%" PRIu64 "/%" PRIu64 "us ackdelay=%" PRIu64
+        "us tlp=%d win=%u/%u rxwin=%u/%u slots=%u dups=%u payload=%u sendfail=%.3f "
+        "ackreq=%d nosack=%d auth=%d crc=%d defer=%d isn=%#x/%#x msgid=%#x/%#x msgs=%u+%u/%u+%u puts "
+        "max=%" PRIu64,
+        c->loss, c->dup, c->reorder, c->reorder_max_ns / US, c->latency_ns / US, c->ps_per_byte,
+        c->rto_ns / US, c->rto_min_ns / US, c->rto_max_ns / US, c->ack_delay_ns / US, c->tlp,
+        c->tx_win[0], c->tx_win[1], c->rx_win[0], c->rx_win[1], c->reasm_slots,
+        c->fast_retrans_dups, c->max_payload, c->send_fail, c->ack_req_on_full, c->no_sack, c->auth,
+        c->crc, c->defer, c->isn[0], c->isn[1], c->first_msg_id[0], c->first_msg_id[1], m->nmsgs[0],
+        m->nmsgs[1], m->nputs[0], m->nputs[1], m->max_send);
 }
 
 static uint64_t pick_send_size(struct sim_rng *r, const struct model_cfg *m)

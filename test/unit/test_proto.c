@@ -659,6 +659,260 @@ static void test_reasm_chunk_positions(void)
     check(a.gets == a.puts, "reasm/chunk_positions_no_leak", "gets=%d puts=%d", a.gets, a.puts);
 }
 
+/* Deferred chunks (btl_usnic_reasm.h): chunks in order from offset 0 stay
+ * where they arrived as pieces; anything else copies them in first. */
+static bool add_d(struct usnic_reasm_table *t, uint32_t id, uint64_t msg_len, uint64_t off,
+                  const uint8_t *data, uint32_t len, bool defer, bool *now)
+{
+    bool dummy;
+    return USNIC_PKT_OK ==
+           usnic_reasm_add_defer(t, id, msg_len, off, data, len, 9, defer, now ? now : &dummy);
+}
+
+/* do the n pieces of the table hold exactly want's len bytes? */
+static bool pieces_are(const struct usnic_reasm_table *t, const uint8_t *want, uint64_t len)
+{
+    uint64_t off = 0;
+    for (unsigned i = 0; i < t->defer.n; i++) {
+        if (off + t->defer.piece[i].len > len ||
+            0 != memcmp(t->defer.piece[i].data, want + off, (size_t) t->defer.piece[i].len)) {
+            return false;
+        }
+        off += t->defer.piece[i].len;
+    }
+    return off == len;
+}
+
+static void test_reasm_defer(void)
+{
+    struct usnic_reasm_table t;
+    struct talloc a = {0, 0, 0};
+    struct usnic_reasm_alloc alloc = {t_get, t_put, &a};
+    struct usnic_reasm *r;
+    uint8_t msg[20000], rb[30000]; /* a message, and the "receive buffers" its chunks lie in */
+    bool now = false, ok;
+
+    check_seed = 0;
+    for (size_t i = 0; i < sizeof(msg); i++) {
+        msg[i] = (uint8_t) (i * 7 + 3);
+    }
+    usnic_reasm_table_init(&t, 8, &alloc, 1);
+    t.chunk = 1000;
+
+    /* 1: four chunks in order, each behind a 100-byte "header": four pieces,
+     * nothing copied, handed over as they are */
+    for (int k = 0; k < 4; k++) {
+        memcpy(rb + 100 + k * 1100, msg + k * 1000, 1000);
+    }
+    ok = add_d(&t, 1, 3500, 0, rb + 100, 1000, true, &now) && now && t.defer.active;
+    ok = ok && add_d(&t, 1, 3500, 1000, rb + 1200, 1000, true, &now) && !now;
+    ok = ok && add_d(&t, 1, 3500, 2000, rb + 2300, 1000, true, NULL);
+    ok = ok && NULL == usnic_reasm_dest(&t, 1, 3500); /* not in its buffer yet */
+    ok = ok && add_d(&t, 1, 3500, 3000, rb + 3400, 500, true, NULL);
+    r = usnic_reasm_pop(&t);
+    ok = ok && NULL != r && r->deferred && 4 == t.defer.n && pieces_are(&t, msg, 3500) &&
+         t.defer.piece[0].data == rb + 100 && 0xA5 == r->buf[0] && 0xA5 == r->buf[3499];
+    check(ok, "reasm/defer_in_order_stays_in_place", "n=%u", t.defer.n);
+    if (NULL != r) {
+        usnic_reasm_release(&t, r);
+    }
+    check(!t.defer.active && 0 == t.defer.n, "reasm/defer_release_clears", "still active");
+
+    /* 2: a chunk out of order copies the pieces in; the rest is copied */
+    memcpy(rb, msg, 1000);
+    memcpy(rb + 5000, msg + 2000, 1000);
+    memcpy(rb + 8000, msg + 1000, 1000);
+    ok = add_d(&t, 2, 2500, 0, rb, 1000, true, &now) && now;
+    ok = ok && add_d(&t, 2, 2500, 2000, rb + 5000, 500, true, NULL) && !t.defer.active;
+    memset(rb, 0, 1000); /* the receive buffer is reused: its copy must be in the fragment */
+    ok = ok && add_d(&t, 2, 2500, 1000, rb + 8000, 1000, true, NULL);
+    r = usnic_reasm_pop(&t);
+    ok = ok && NULL != r && !r->deferred && 0 == memcmp(r->buf, msg, 2500);
+    check(ok, "reasm/defer_out_of_order_copies_in", "deferred=%d", r ? r->deferred : -1);
+    if (NULL != r) {
+        usnic_reasm_release(&t, r);
+    }
+
+    /* 3: the transport's batch ends in the middle: materialized, then the
+     * buffers change, and the fragment still comes out right */
+    memcpy(rb, msg, 1000);
+    memcpy(rb + 2000, msg + 1000, 1000);
+    ok = add_d(&t, 3, 3000, 0, rb, 1000, true, &now) && now;
+    ok = ok && add_d(&t, 3, 3000, 1000, rb + 2000, 1000, true, NULL);
+    usnic_reasm_materialize(&t);
+    ok = ok && !t.defer.active && NULL != usnic_reasm_dest(&t, 3, 3000);
+    memset(rb, 0x11, 4000);
+    memcpy(rb + 10000, msg + 2000, 1000);
+    ok = ok && add_d(&t, 3, 3000, 2000, rb + 10000, 1000, true, &now) && !now;
+    r = usnic_reasm_pop(&t);
+    ok = ok && NULL != r && !r->deferred && 0 == memcmp(r->buf, msg, 3000);
+    check(ok, "reasm/defer_materialize_mid_fragment", "bytes differ");
+    if (NULL != r) {
+        usnic_reasm_release(&t, r);
+    }
+
+    /* 4: a 17th piece is one too many: copied in at the 17th chunk */
+    for (int k = 0; k < 18; k++) {
+        memcpy(rb + 100 + k * 1100, msg + k * 1000, 1000);
+    }
+    ok = true;
+    for (int k = 0; k < 18 && ok; k++) {
+        ok = add_d(&t, 4, 18000, (uint64_t) k * 1000, rb + 100 + k * 1100, 1000, true, NULL);
+        ok = ok && (k < 16 ? t.defer.active && t.defer.n == (unsigned) k + 1 : !t.defer.active);
+    }
+    r = usnic_reasm_pop(&t);
+    ok = ok && NULL != r && !r->deferred && 0 == memcmp(r->buf, msg, 18000);
+    check(ok, "reasm/defer_at_most_16_pieces", "n=%u", t.defer.n);
+    if (NULL != r) {
+        usnic_reasm_release(&t, r);
+    }
+
+    /* 5: chunks that lie one right behind the other are one piece (20 of
+     * them: more chunks than pieces) */
+    memcpy(rb, msg, 20000);
+    ok = true;
+    for (int k = 0; k < 20 && ok; k++) {
+        ok = add_d(&t, 5, 20000, (uint64_t) k * 1000, rb + k * 1000, 1000, true, NULL);
+    }
+    r = usnic_reasm_pop(&t);
+    ok = ok && NULL != r && r->deferred && 1 == t.defer.n && 20000 == t.defer.piece[0].len &&
+         pieces_are(&t, msg, 20000);
+    check(ok, "reasm/defer_adjacent_chunks_join", "n=%u", t.defer.n);
+    if (NULL != r) {
+        usnic_reasm_release(&t, r);
+    }
+
+    /* 6: a first chunk that may not be deferred: copied, and so is the rest */
+    memcpy(rb, msg, 2000);
+    ok = add_d(&t, 6, 2000, 0, rb, 1000, false, &now) && !now && !t.defer.active;
+    ok = ok && add_d(&t, 6, 2000, 1000, rb + 1000, 1000, true, &now) && !now;
+    r = usnic_reasm_pop(&t);
+    ok = ok && NULL != r && !r->deferred && 0 == memcmp(r->buf, msg, 2000);
+    check(ok, "reasm/defer_not_on_request", "deferred");
+    if (NULL != r) {
+        usnic_reasm_release(&t, r);
+    }
+
+    /* 7: one deferred fragment per table: the next one is copied; a
+     * deferred one complete before its turn waits, materialized by the
+     * batch's end, and both come out in order and intact */
+    memcpy(rb, msg + 5000, 2000);       /* fragment 8: 2000 bytes */
+    memcpy(rb + 3000, msg, 1000);       /* fragment 7: first chunk */
+    memcpy(rb + 6000, msg + 1000, 500); /* fragment 7: tail */
+    ok = add_d(&t, 8, 2000, 0, rb, 1000, true, &now) && now;
+    ok = ok && add_d(&t, 8, 2000, 1000, rb + 1000, 1000, true, NULL);
+    ok = ok && NULL == usnic_reasm_pop(&t); /* 7 first */
+    ok = ok && add_d(&t, 7, 1500, 0, rb + 3000, 1000, true, &now) && !now;
+    usnic_reasm_materialize(&t); /* the batch ends */
+    memset(rb, 0x22, 3000);
+    ok = ok && add_d(&t, 7, 1500, 1000, rb + 6000, 500, true, NULL);
+    r = usnic_reasm_pop(&t);
+    ok = ok && NULL != r && 7 == r->msg_id && !r->deferred && 0 == memcmp(r->buf, msg, 1500);
+    if (NULL != r) {
+        usnic_reasm_release(&t, r);
+    }
+    r = usnic_reasm_pop(&t);
+    ok = ok && NULL != r && 8 == r->msg_id && !r->deferred && 0 == memcmp(r->buf, msg + 5000, 2000);
+    if (NULL != r) {
+        usnic_reasm_release(&t, r);
+    }
+    check(ok, "reasm/defer_waiting_fragment_materialized", "wrong");
+    usnic_reasm_table_fini(&t);
+    check(a.gets == a.puts, "reasm/defer_no_leak", "gets=%d puts=%d", a.gets, a.puts);
+}
+
+/* Random fragments, chunk orders, deferral and batch ends: every chunk
+ * lies in a "receive buffer" of its own, scribbled over and freed when
+ * its batch ends (AddressSanitizer sees any piece used after that);
+ * every fragment must come out intact, in order. */
+static void test_reasm_defer_random(void)
+{
+    struct usnic_reasm_table t;
+    struct talloc a = {0, 0, 0};
+    struct usnic_reasm_alloc alloc = {t_get, t_put, &a};
+    struct sim_rng rng;
+    int problems = 0, in_pieces = 0, delivered = 0;
+    char why[200] = "";
+
+    check_seed = 0x5eedde7e;
+    sim_rng_seed(&rng, check_seed);
+    usnic_reasm_table_init(&t, 16, &alloc, 100);
+    t.chunk = 700;
+    for (int round = 0; round < 300; round++) {
+        enum {
+            NM = 6
+        };
+        uint64_t len[NM];
+        uint8_t *msg[NM];
+        struct piece pc[NM * 40];
+        uint32_t order[NM * 40];
+        uint8_t *held[NM * 40];
+        size_t total = 0, nheld = 0;
+        uint32_t first = t.next;
+
+        for (int i = 0; i < NM; i++) {
+            len[i] = 1 + sim_rng_next(&rng) % 20000;
+            msg[i] = malloc((size_t) len[i]);
+            for (uint64_t b = 0; b < len[i]; b++) {
+                msg[i][b] = (uint8_t) sim_rng_next(&rng);
+            }
+            total += cut(pc + total, (uint32_t) i, len[i], 700, NULL);
+        }
+        for (size_t k = 0; k < total; k++) {
+            order[k] = (uint32_t) k;
+        }
+        if (sim_rng_next(&rng) % 2) {
+            sim_rng_shuffle32(&rng, order, total); /* else in order, as a clean stream */
+        }
+        for (size_t k = 0; k < total; k++) {
+            const struct piece *p = &pc[order[k]];
+            uint8_t *rbuf = malloc(p->len); /* exactly the chunk: ASan sees any overrun */
+            struct usnic_reasm *r;
+            memcpy(rbuf, msg[p->msg] + p->off, p->len);
+            held[nheld++] = rbuf;
+            if (!add_d(&t, first + p->msg, len[p->msg], p->off, rbuf, p->len,
+                       0 != sim_rng_next(&rng) % 8, NULL)) {
+                problems++;
+                snprintf(why, sizeof(why), "chunk refused (round %d)", round);
+            }
+            while (NULL != (r = usnic_reasm_pop(&t))) {
+                uint32_t m = r->msg_id - first;
+                bool good;
+                if (r->deferred) {
+                    good = pieces_are(&t, msg[m], len[m]);
+                    in_pieces++;
+                } else {
+                    good = r->msg_len == len[m] && 0 == memcmp(r->buf, msg[m], (size_t) len[m]);
+                }
+                if (!good || m != (uint32_t) delivered % NM) {
+                    problems++;
+                    snprintf(why, sizeof(why), "fragment %u wrong (round %d)", m, round);
+                }
+                delivered++;
+                usnic_reasm_release(&t, r);
+            }
+            if (0 == sim_rng_next(&rng) % 5 || k + 1 == total) {
+                /* the batch ends: pieces copied in, buffers reused */
+                usnic_reasm_materialize(&t);
+                for (size_t h = 0; h < nheld; h++) {
+                    memset(held[h], 0x5A, 1);
+                    free(held[h]);
+                }
+                nheld = 0;
+            }
+        }
+        for (int i = 0; i < NM; i++) {
+            free(msg[i]);
+        }
+    }
+    check(0 == problems && delivered == 300 * 6, "reasm/defer_random_intact",
+          "%d problems (%d delivered), first: %s", problems, delivered, why);
+    check(in_pieces > 50, "reasm/defer_random_pieces_used", "only %d handed over as pieces",
+          in_pieces);
+    usnic_reasm_table_fini(&t);
+    check(a.gets == a.puts, "reasm/defer_random_no_leak", "gets=%d puts=%d", a.gets, a.puts);
+}
+
 static void test_reasm_check(void)
 {
     struct usnic_reasm_table t;
@@ -1935,6 +2189,8 @@ int main(void)
     test_reasm_orders();
     test_reasm_check();
     test_reasm_chunk_positions();
+    test_reasm_defer();
+    test_reasm_defer_random();
     test_reg_direct();
     test_reg_keyed();
     test_unknown_sender();
