@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # callgrind.sh - instructions executed for one 8-byte MPI send + receive
+# (-s: of another size)
 # through the usnic BTL (and through btl/tcp for comparison), counted by
 # valgrind's callgrind.  Instruction counts do not depend on machine load.
 #
@@ -79,6 +80,8 @@ REPEAT=2
 TRANSPORTS=usnic,tcp
 TSCALE=100
 PLAIN=0
+SIZE=8
+USNIC_EXTRA=""
 STRACE=1
 DO_BUILD=1
 RUN_TIMEOUT=300
@@ -94,6 +97,14 @@ usage: $0 [options]
                    (default $TSCALE; 1 = unchanged)
   --plain          measure the busy-polling ping-pong (pp8 -p) instead of
                    the handoff one (counts then depend on timing)
+  -s BYTES         message size (default 8; pp8 -s).  The handoff mode needs
+                   messages of one datagram: a chunked message's MPI_Send
+                   returns only once the peer acknowledged it, and the
+                   peer sleeps in the handoff (the run times out); measure
+                   larger ones with --plain
+  --usnic-mca ARGS more mpirun arguments for the usnic runs, e.g.
+                   "--mca btl_usnic_udp_datagram_size -1" (the 1472-byte
+                   datagrams, and so the trains, of a 1500-byte Ethernet)
   --no-strace      skip the native system-call count (strace -c)
   --timeout S      kill one run after S seconds (default $RUN_TIMEOUT)
   --no-build       do not run make first
@@ -109,6 +120,8 @@ while [ $# -gt 0 ]; do
         -T) TRANSPORTS=${2:-}; shift 2 || break ;;
         --timer-scale) TSCALE=${2:-}; shift 2 || break ;;
         --plain) PLAIN=1; shift ;;
+        -s) SIZE=${2:-}; shift 2 || break ;;
+        --usnic-mca) USNIC_EXTRA=${2:-}; shift 2 || break ;;
         --no-strace) STRACE=0; shift ;;
         --timeout) RUN_TIMEOUT=${2:-}; shift 2 || break ;;
         --no-build) DO_BUILD=0; shift ;;
@@ -128,6 +141,8 @@ fi
 case "$REPEAT" in ''|*[!0-9]*|0) echo "callgrind.sh: --repeat expects a positive integer" >&2; exit 2 ;; esac
 case "$TSCALE" in ''|*[!0-9]*|0) echo "callgrind.sh: --timer-scale expects a positive integer" >&2; exit 2 ;; esac
 case "$RUN_TIMEOUT" in ''|*[!0-9]*|0) echo "callgrind.sh: --timeout expects seconds" >&2; exit 2 ;; esac
+case "$SIZE" in ''|*[!0-9]*) echo "callgrind.sh: -s expects bytes (8 or more)" >&2; exit 2 ;; esac
+[ "$SIZE" -ge 8 ] || { echo "callgrind.sh: -s expects bytes (8 or more)" >&2; exit 2; }
 IFS=, read -r -a TLIST <<<"$TRANSPORTS"
 for t in "${TLIST[@]}"; do
     case "$t" in usnic|tcp) ;; *) echo "callgrind.sh: unknown transport '$t'" >&2; exit 2 ;; esac
@@ -169,9 +184,12 @@ MPIRUN=(mpirun --allow-run-as-root -np 2 --bind-to core --mca oob_tcp_if_include
 USNIC_MCA=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo
            --mca btl_usnic_print_stats 1
            --mca btl_usnic_ack_delay "$ACK_DELAY" --mca btl_usnic_retrans_timeout "$RETRANS")
+# shellcheck disable=SC2206 # USNIC_EXTRA is meant to be word-split
+USNIC_MCA+=($USNIC_EXTRA)
 TCP_MCA=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
 PPARGS=()
 [ $PLAIN = 1 ] && PPARGS=(-p)
+PPARGS+=(-s "$SIZE")
 
 RUNPID=""
 cleanup() {
@@ -243,7 +261,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 btl_identity >"$LOGDIR/build-after.txt"
 echo "# $TOTAL valgrind jobs$([ $STRACE = 1 ] && echo " + $(( ${#TLIST[@]} * 2 )) strace jobs") in $((T_END - T_START))s; logs in ${LOGDIR#$HERE/}" >&2
 
-BENCH_DIR=$HERE python3 - "$LOGDIR" "$RESDIR/$NAME" "$N1" "$N2" "$REPEAT" "$TRANSPORTS" "$TSCALE" \
+BENCH_DIR=$HERE PP_SIZE=$SIZE PP_USNIC_EXTRA=$USNIC_EXTRA python3 - "$LOGDIR" "$RESDIR/$NAME" "$N1" "$N2" "$REPEAT" "$TRANSPORTS" "$TSCALE" \
     "$ACK_DELAY" "$RETRANS" "$PLAIN" "$LOAD_BEFORE" "$LOAD_AFTER" "$((T_END - T_START))" <<'PY'
 import sys, os, re, collections
 
@@ -453,12 +471,16 @@ for rep in range(1, repeat + 1):
 
 out = []
 P = out.append
-P("# Instructions per 8-byte MPI send + receive (callgrind)")
+SZ = int(os.environ.get("PP_SIZE", "8"))
+P(f"# Instructions per {SZ}-byte MPI send + receive (callgrind)")
+if os.environ.get("PP_USNIC_EXTRA"):
+    P(f"usnic runs with `{os.environ['PP_USNIC_EXTRA']}`.")
+    P("")
 P("")
 P(f"pp8 {'busy-polling (-p)' if plain else 'handoff'} ping-pong, 2 ranks, --bind-to core, loopback; "
   f"runs of {n1} and {n2} iterations, per round trip = (Ir({n2}) - Ir({n1})) / {n2 - n1}, "
   "counted only inside pp8_loop (--collect-atstart=no --toggle-collect=pp8_loop). "
-  "**One round trip on rank 0 = one 8-byte send (MPI_Send) + one 8-byte receive (MPI_Irecv + MPI_Wait)**; "
+  f"**One round trip on rank 0 = one {SZ}-byte send (MPI_Send) + one {SZ}-byte receive (MPI_Irecv + MPI_Wait)**; "
   "rank 1 does the same. User-space instructions only (a system call counts as 1).")
 if "usnic" in TR:
     P(f"usnic time constants x{tscale} for valgrind's slowdown: btl_usnic_ack_delay {ack_delay} us, "
@@ -617,11 +639,11 @@ P(f"loadavg before {load_before}, after {load_after} (instruction counts do not 
 P("")
 tag = "callgrind (busy-polling ping-pong, NOT repeatable)" if plain else "callgrind"
 if u:
-    P(f"{tag}: usnic 8B send+recv = {u['inside']:.0f} instructions "
+    P(f"{tag}: usnic {SZ}B send+recv = {u['inside']:.0f} instructions "
       f"(btl {u['cls'].get('btl', 0):.0f}, libfabric {u['cls'].get('libfabric', 0):.0f})")
 t = first.get("tcp")
 if t:
-    P(f"{tag}: tcp 8B send+recv = {t['inside']:.0f} instructions (btl {t['cls'].get('btl', 0):.0f})")
+    P(f"{tag}: tcp {SZ}B send+recv = {t['inside']:.0f} instructions (btl {t['cls'].get('btl', 0):.0f})")
 md = "\n".join(out) + "\n"
 sys.stdout.write(md)
 open(prefix + ".md", "w").write(md)

@@ -1,8 +1,9 @@
 /*
  * pp8: 8-byte MPI ping-pong between 2 ranks, for instruction counting with
- * callgrind (callgrind.sh).  usage: pp8 [-p] ITERS
+ * callgrind (callgrind.sh).  usage: pp8 [-p] [-s BYTES] ITERS
  *
- * Rank 0 sends 8 bytes to rank 1 and receives 8 bytes back, ITERS times
+ * Rank 0 sends 8 bytes (-s: BYTES, 8 to 16 MiB) to rank 1 and receives as
+ * many back, ITERS times
  * (after a barrier; no warm-up, no timing, nothing printed but one line from
  * rank 0 at the end).  Both ranks check the data they receive.
  *
@@ -18,6 +19,10 @@
  * instruction count per round trip would not repeat.  The handoff itself
  * (sem_post + sem_wait in libc, about 180 instructions per round trip) is
  * called directly from pp8_loop, so callgrind.sh can report it separately.
+ *
+ * The handoff needs messages that go in one datagram: a message the BTL
+ * sends in chunks completes its MPI_Send only once the peer acknowledged
+ * it, and the peer sleeps in sem_wait (the job hangs).
  *
  * -p (plain) mode: a textbook MPI_Send/MPI_Recv ping-pong; waiting ranks
  * busy-poll, so instruction counts include a timing-dependent number of
@@ -50,52 +55,67 @@ static void die(const char *what)
  * only it (--collect-atstart=no --toggle-collect=pp8_loop).  Returns the
  * number of wrong values received.
  */
+/* the message: the 64-bit value first, then the rest of the buffer */
+static int size = 8;
+static uint8_t *sbuf, *rbuf;
+
+static void put_val(uint64_t v)
+{
+    memcpy(sbuf, &v, sizeof(v));
+}
+
+static uint64_t get_val(void)
+{
+    uint64_t v;
+    memcpy(&v, rbuf, sizeof(v));
+    return v;
+}
+
 __attribute__((noinline)) long pp8_loop(long iters, int plain, sem_t *to_me, sem_t *to_peer)
 {
     int peer = 1 - rank;
     long bad = 0;
-    uint64_t sval, rval = 0;
     MPI_Request req;
 
     if (plain) {
         for (long i = 0; i < iters; i++) {
             if (rank == 0) {
-                sval = (uint64_t) i * 2 + 1;
-                MPI_Send(&sval, 8, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
-                MPI_Recv(&rval, 8, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                bad += rval != (uint64_t) i * 2 + 2;
+                put_val((uint64_t) i * 2 + 1);
+                MPI_Send(sbuf, size, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
+                MPI_Recv(rbuf, size, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                bad += get_val() != (uint64_t) i * 2 + 2;
             } else {
-                MPI_Recv(&rval, 8, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                bad += rval != (uint64_t) i * 2 + 1;
-                sval = rval + 1;
-                MPI_Send(&sval, 8, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD);
+                MPI_Recv(rbuf, size, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                bad += get_val() != (uint64_t) i * 2 + 1;
+                put_val(get_val() + 1);
+                MPI_Send(sbuf, size, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD);
             }
         }
     } else if (rank == 0) {
         for (long i = 0; i < iters; i++) {
-            MPI_Irecv(&rval, 8, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD, &req);
-            sval = (uint64_t) i * 2 + 1;
-            MPI_Send(&sval, 8, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
+            MPI_Irecv(rbuf, size, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD, &req);
+            put_val((uint64_t) i * 2 + 1);
+            MPI_Send(sbuf, size, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
             if (sem_post(to_peer) != 0)
                 die("sem_post");
             while (sem_wait(to_me) != 0)
                 if (errno != EINTR)
                     die("sem_wait");
             MPI_Wait(&req, MPI_STATUS_IGNORE);
-            bad += rval != (uint64_t) i * 2 + 2;
+            bad += get_val() != (uint64_t) i * 2 + 2;
         }
     } else {
-        MPI_Irecv(&rval, 8, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, &req);
+        MPI_Irecv(rbuf, size, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, &req);
         for (long i = 0; i < iters; i++) {
             while (sem_wait(to_me) != 0)
                 if (errno != EINTR)
                     die("sem_wait");
             MPI_Wait(&req, MPI_STATUS_IGNORE);
-            bad += rval != (uint64_t) i * 2 + 1;
-            sval = rval + 1;
+            bad += get_val() != (uint64_t) i * 2 + 1;
+            put_val(get_val() + 1);
             if (i + 1 < iters)
-                MPI_Irecv(&rval, 8, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, &req);
-            MPI_Send(&sval, 8, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD);
+                MPI_Irecv(rbuf, size, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, &req);
+            MPI_Send(sbuf, size, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD);
             if (sem_post(to_peer) != 0)
                 die("sem_post");
         }
@@ -118,12 +138,22 @@ int main(int argc, char **argv)
         plain = 1;
         a++;
     }
-    if (a + 1 != argc || (iters = strtol(argv[a], NULL, 0)) < 1 || np != 2) {
+    if (a + 1 < argc && strcmp(argv[a], "-s") == 0) {
+        long v = strtol(argv[a + 1], NULL, 0);
+        size = (v >= 8 && v <= 16L * 1024 * 1024) ? (int) v : -1;
+        a += 2;
+    }
+    if (a + 1 != argc || (iters = strtol(argv[a], NULL, 0)) < 1 || np != 2 || size < 8) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpirun -np 2 pp8 [-p] ITERS\n");
+            fprintf(stderr,
+                    "usage: mpirun -np 2 pp8 [-p] [-s BYTES] ITERS (8 <= BYTES <= 16 MiB)\n");
         MPI_Finalize();
         return 2;
     }
+    sbuf = calloc(1, (size_t) size);
+    rbuf = calloc(1, (size_t) size);
+    if (NULL == sbuf || NULL == rbuf)
+        die("calloc");
     int peer = 1 - rank;
 
     if (!plain) {
@@ -150,11 +180,14 @@ int main(int argc, char **argv)
     long all_bad = 0;
     MPI_Reduce(&bad, &all_bad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0)
-        printf("pp8 iters=%ld mode=%s errors=%ld\n", iters, plain ? "plain" : "handoff", all_bad);
+        printf("pp8 iters=%ld size=%d mode=%s errors=%ld\n", iters, size,
+               plain ? "plain" : "handoff", all_bad);
     if (!plain) {
         sem_close(to_me);
         sem_close(to_peer);
     }
+    free(sbuf);
+    free(rbuf);
     MPI_Finalize();
     return all_bad ? 1 : 0;
 }
