@@ -563,20 +563,22 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
     return count;
 }
 
-/* rx_batch of one receive buffer, its chunks possibly left in it until
- * the receive is processed (deferred chunks; only a fragment that
- * completes within this one receive gains from that). */
-static int rx_batch_kept(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *buf,
-                         size_t len, size_t step)
+/* The receive buffers about to be processed stay as they are until
+ * defer_end(): their chunks may be left there (deferred chunks).  Returns
+ * what defer_end() restores (a poll may run inside another's callbacks). */
+static bool defer_begin(usnic_module_t *module)
 {
-    bool defer = module->rx_defer;
-    int count;
+    bool was = module->rx_defer;
 
     module->rx_defer = (0 != mca_btl_usnic_component.params.in_place);
-    count = rx_batch(module, chan, buf, len, step);
+    return was;
+}
+
+/* Before the buffers are received into again. */
+static void defer_end(usnic_module_t *module, bool was)
+{
     usnic_rx_defer_flush(module);
-    module->rx_defer = defer;
-    return count;
+    module->rx_defer = was;
 }
 
 static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
@@ -590,7 +592,8 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
         return 0; /* a callback of an arrival polled again: its buffers are in use */
     }
     if (NULL != rx->direct && NULL != module->direct.ep) {
-        bool drained, defer = module->rx_defer;
+        bool drained;
+        defer = module->rx_defer;
         rx->busy = true;
         module->rx_defer = false; /* (what it gathers lies in a buffer reused at once) */
         count = kern_direct_poll(module, chan, rx, &drained);
@@ -615,7 +618,9 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
         rx->single = false;
         rx->busy = true;
         set_source(module, &rx->from[0], fl);
-        count += rx_batch_kept(module, chan, rx->segs[0]->buf, (size_t) got, 0);
+        defer = defer_begin(module);
+        count += rx_batch(module, chan, rx->segs[0]->buf, (size_t) got, 0);
+        defer_end(module, defer);
         rx->busy = false;
         return count;
     }
@@ -625,10 +630,7 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
         return count;
     }
     rx->busy = true;
-    defer = module->rx_defer;
-    /* the buffers stay as they are until every datagram of the batch is
-     * processed: chunks may be left there (deferred chunks) */
-    module->rx_defer = (0 != mca_btl_usnic_component.params.in_place);
+    defer = defer_begin(module); /* until every datagram of the batch is processed */
     for (int i = 0; i < n; i++) {
         struct msghdr *mh = &rx->msgs[i].msg_hdr;
         uint32_t len = rx->msgs[i].msg_len;
@@ -640,8 +642,7 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
         }
         count += rx_batch(module, chan, rx->segs[i]->buf, len, step);
     }
-    usnic_rx_defer_flush(module); /* before the buffers are received into again */
-    module->rx_defer = defer;
+    defer_end(module, defer);
     for (int i = 0; i < n; i++) {
         reset_msg(chan, rx, i); /* the kernel wrote these */
     }

@@ -123,7 +123,8 @@ enum usnic_drop_reason usnic_reasm_add_defer(struct usnic_reasm_table *t, uint32
 {
     struct usnic_reasm *r = slot_of(t, msg_id);
     uint64_t idx = 0;
-    bool track = false, piece = false;
+    bool track = false, piece = false, joins = false;
+    struct usnic_reasm_piece *last = NULL; /* the deferred fragment's last piece */
 
     *deferred_now = false;
     if (0 != t->chunk) {
@@ -153,8 +154,8 @@ enum usnic_drop_reason usnic_reasm_add_defer(struct usnic_reasm_table *t, uint32
         }
     }
     if (r->deferred) {
-        const struct usnic_reasm_piece *last = &t->defer.piece[t->defer.n - (t->defer.n > 0)];
-        bool joins = t->defer.n > 0 && last->data + last->len == (const uint8_t *) data;
+        last = &t->defer.piece[t->defer.n - (t->defer.n > 0)];
+        joins = t->defer.n > 0 && last->data + last->len == (const uint8_t *) data;
         piece = defer && offset == t->defer.end && (joins || t->defer.n < USNIC_REASM_PIECES);
         if (!piece) {
             usnic_reasm_materialize(t); /* out of order, too many pieces, or not deferrable */
@@ -164,8 +165,7 @@ enum usnic_drop_reason usnic_reasm_add_defer(struct usnic_reasm_table *t, uint32
         r->got[idx / 64] |= (uint64_t) 1 << (idx % 64);
     }
     if (piece) {
-        struct usnic_reasm_piece *last = &t->defer.piece[t->defer.n - (t->defer.n > 0)];
-        if (t->defer.n > 0 && last->data + last->len == (const uint8_t *) data) {
+        if (joins) {
             last->len += len; /* right behind the piece before: one piece */
         } else {
             t->defer.piece[t->defer.n].data = (const uint8_t *) data;
