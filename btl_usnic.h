@@ -220,6 +220,7 @@ typedef struct usnic_module {
     usnic_fault_t fault;
     usnic_module_stats_t stats;
     uint64_t stream_copy_min; /* btl_usnic_stream_copy_min (0 = never) */
+    uint64_t early_copy_max;  /* btl_usnic_early_copy_max (0 = never) */
     struct {
         const uint8_t *dest; /* target of one of the last large PUTs */
         bool reused;         /* it had been a target before: copy through the cache */
@@ -318,6 +319,7 @@ typedef struct usnic_params {
     int max_inflight;      /* unacknowledged bytes per peer at most (0 = half its buffer) */
     int udp_datagram_size; /* udp provider: 0 = interface MTU, -1 = advertised, N = cap */
     int stream_copy_min;   /* PUTs this large are copied past the caches; 0 = never */
+    int early_copy_max;    /* sends completed early with their data copied (bytes; 0 = never) */
     int auth;              /* enum usnic_auth_mode: what the keyed MAC covers */
     int checksum;          /* 1: CRC32C over header and payload */
     int want_numa;         /* bound processes prefer near devices (btl_usnic_hwloc.c) */

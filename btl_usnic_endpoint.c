@@ -50,10 +50,6 @@ static void endpoint_destruct(mca_btl_base_endpoint_t *ep)
 OBJ_CLASS_INSTANCE(mca_btl_base_endpoint_t, opal_list_item_t, endpoint_construct,
                    endpoint_destruct);
 
-static inline usnic_seg_t *seg_of(struct usnic_rel_seg *r)
-{
-    return (usnic_seg_t *) ((char *) r - offsetof(usnic_seg_t, rel));
-}
 
 /* ---- reliability core operations ----
  *
@@ -169,25 +165,25 @@ void usnic_progress_timers(usnic_module_t *module, uint64_t now)
 static void op_resend(struct usnic_rel *rel, struct usnic_rel_seg *r)
 {
     mca_btl_base_endpoint_t *ep = rel->ctx;
-    opal_list_append(&ep->module->resendq, &seg_of(r)->super.super);
+    opal_list_append(&ep->module->resendq, &usnic_seg_of(r)->super.super);
 }
 
 static void op_resend_cancel(struct usnic_rel *rel, struct usnic_rel_seg *r)
 {
     mca_btl_base_endpoint_t *ep = rel->ctx;
-    opal_list_remove_item(&ep->module->resendq, &seg_of(r)->super.super);
+    opal_list_remove_item(&ep->module->resendq, &usnic_seg_of(r)->super.super);
 }
 
 static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *r)
 {
     mca_btl_base_endpoint_t *ep = rel->ctx;
-    usnic_seg_t *seg = seg_of(r);
+    usnic_seg_t *seg = usnic_seg_of(r);
     usnic_frag_t *frag = seg->frag;
 
     ep->inflight_bytes -= seg->hdr_len + seg->zc_len;
     if (NULL != frag && USNIC_FRAG_SMALL != frag->kind) {
         seg->frag = NULL;
-        if (0 == --frag->chunks_unacked && frag->sent) {
+        if (0 == --frag->chunks_unacked && frag->sent && !frag->early_listed) {
             opal_list_append(&ep->module->done_frags, &frag->base.super.super);
         }
     }

@@ -68,6 +68,12 @@ typedef struct usnic_seg {
 } usnic_seg_t;
 OBJ_CLASS_DECLARATION(usnic_seg_t);
 
+/* The segment whose reliability state r is. */
+static inline usnic_seg_t *usnic_seg_of(struct usnic_rel_seg *r)
+{
+    return (usnic_seg_t *) ((char *) r - offsetof(usnic_seg_t, rel));
+}
+
 enum usnic_frag_kind {
     USNIC_FRAG_SMALL, /* one FRAG datagram */
     USNIC_FRAG_LARGE, /* CHUNK datagrams */
@@ -108,8 +114,9 @@ typedef struct usnic_frag {
     void *put_local;
     struct mca_btl_base_registration_handle_t *put_local_handle;
 
-    bool queued; /* on the endpoint's send queue */
-    bool sent;   /* every byte handed to the wire at least once */
+    bool queued;       /* on the endpoint's send queue */
+    bool sent;         /* every byte handed to the wire at least once */
+    bool early_listed; /* LARGE: on done_frags to complete before its ACKs (usnic_send_early) */
 } usnic_frag_t;
 OBJ_CLASS_DECLARATION(usnic_frag_t);
 

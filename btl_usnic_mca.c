@@ -547,6 +547,14 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "with non-temporal stores, past the CPU caches (faster for large transfers the "
                   "receiver does not read at once), unless the same buffer was the target of one "
                   "of the last 4 such PUTs (likely cached, e.g. a ping-pong's); 0 = never"),
+    TUNE_RANGE_OR("early_copy_max", early_copy_max, OPAL_INFO_LVL_5, 128 * 1024, "0 (never)", 0, 0,
+                  1, INT_MAX,
+                  "kernel backend: a message sent from the user's memory (no copy) completes "
+                  "when its peer acknowledges it.  When nothing else to that peer is in flight "
+                  "(a ping-pong, a blocking send), a message of at most this many bytes is "
+                  "copied for resending once it is on the wire and completes at once, so that "
+                  "the application can post its next receive before the answer comes; 0 = "
+                  "always wait for the acknowledgement"),
     {.name = "auth",
      .kind = TUNE_AUTH,
      .offset = FIELD(auth),

@@ -278,6 +278,7 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
     } else {
         large_layout(frag);
         usnic_send_chunked(module, ep, frag); /* completion comes with the last ACK */
+        usnic_send_early(module, ep, frag);   /* or sooner */
     }
     usnic_unlock();
     return rc;

@@ -458,6 +458,61 @@ int usnic_progress_resends(usnic_module_t *module)
     return sent;
 }
 
+/*
+ * A LARGE fragment sent from the user's memory completes when its last
+ * chunk is acknowledged: until then a lost chunk is resent from there.
+ * In a ping-pong, or any blocking send, that ACK comes with the peer's
+ * answer, so the PML meets the answer before it has posted the receive
+ * for it, and takes the unexpected path (a buffer, a copy in, a copy out
+ * when the receive comes).  When nothing else to this peer is in flight,
+ * a fragment of at most btl_usnic_early_copy_max bytes is copied into a
+ * buffer of ours once it is on the wire instead; its chunks are resent
+ * from the copy, and the PML gets its completion at the next progress
+ * call.  The copy is made while the datagrams travel and the peer works
+ * on them; in a stream, where other fragments are in flight, nothing is
+ * copied.  Only where a send hands the bytes to the kernel before it
+ * returns (no segment is still with a provider), and where the fragment
+ * is ours to keep after the callback.
+ */
+void usnic_send_early(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
+{
+    struct usnic_rel *rel = &ep->rel;
+    opal_free_list_item_t *copy;
+    uint8_t *to;
+
+    if (USNIC_FRAG_LARGE != frag->kind || !frag->sent || 0 == frag->chunks_unacked ||
+        NULL != frag->big_buf || 0 == frag->data_len || frag->data_len > module->early_copy_max ||
+        !module->zero_copy || module->batching || NULL == frag->base.des_cbfunc ||
+        !(frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) ||
+        usnic_rel_tx_inflight(rel) != frag->chunks_unacked || !opal_list_is_empty(&ep->sendq)) {
+        return;
+    }
+    for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.next); s++) {
+        struct usnic_rel_seg *r = rel->tx.win[s & (rel->tx.win_size - 1u)];
+        if (NULL != r && usnic_seg_of(r)->posted) {
+            return; /* a provider may still read the user's memory */
+        }
+    }
+    copy = usnic_buf_get(module, frag->data_len);
+    if (NULL == copy) {
+        return;
+    }
+    to = copy->ptr;
+    memcpy(to, frag->data, frag->data_len);
+    for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.next); s++) {
+        struct usnic_rel_seg *r = rel->tx.win[s & (rel->tx.win_size - 1u)];
+        usnic_seg_t *seg = (NULL != r) ? usnic_seg_of(r) : NULL;
+        if (NULL != seg && seg->frag == frag && 0 != seg->zc_len) {
+            seg->zc_ptr = to + ((const uint8_t *) seg->zc_ptr - frag->data);
+        }
+    }
+    frag->data = to;
+    frag->big_buf = copy;
+    frag->early_listed = true;
+    module->stats.early_copies++;
+    opal_list_append(&module->done_frags, &frag->base.super.super);
+}
+
 /* Report completion of sent fragments to the PML, or of PUTs to their requester. */
 int usnic_progress_done_frags(usnic_module_t *module)
 {
@@ -476,6 +531,20 @@ int usnic_progress_done_frags(usnic_module_t *module)
             usnic_frag_release(frag);
             cb(&module->super, ep, local, lh, ctx, data, OPAL_SUCCESS);
             continue;
+        }
+        if (frag->early_listed) {
+            frag->early_listed = false;
+            if (0 != frag->chunks_unacked) {
+                /* complete for the PML now (its data has a copy of ours);
+                 * the fragment stays with its segments until the last ACK,
+                 * which lists it again, without a callback */
+                mca_btl_base_completion_fn_t cb = frag->base.des_cbfunc;
+                frag->base.des_cbfunc = NULL;
+                if (NULL != cb) {
+                    cb(&module->super, ep, &frag->base, OPAL_SUCCESS);
+                }
+                continue;
+            }
         }
         if (NULL != frag->base.des_cbfunc) {
             frag->base.des_cbfunc(&module->super, ep, &frag->base, OPAL_SUCCESS);

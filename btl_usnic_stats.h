@@ -59,7 +59,9 @@
     X(link_events, "link down/up events of the provider")                                          \
     X(detours, "datagrams sent through another module while a link was down")                      \
     X(link_resends, "segments in flight resent at once around a link that went down")              \
-    X(tx_connected, "kernel backend: sends on a socket connected to the peer (no route lookup)")
+    X(tx_connected, "kernel backend: sends on a socket connected to the peer (no route lookup)")   \
+    X(early_copies, "sends from user memory completed before their ACK, their data copied "        \
+                    "(btl_usnic_early_copy_max)")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;

@@ -13,6 +13,9 @@
  *   -m MAX   largest message size in bytes (suffix k/K or m/M allowed,
  *            default 16777217)
  *   -v       print one line per size from rank 0
+ *   -S       scribble over the send buffer as soon as MPI_Send returns: the
+ *            transport must not read it after it said the send was done
+ *            (a chunk it resends later must come from a copy of its own)
  */
 #include "mpitest.h"
 
@@ -80,7 +83,7 @@ int main(int argc, char **argv)
 {
     double mult = 1.0;
     size_t max = ((size_t) 1 << 24) + 1;
-    int verbose = 0, opt;
+    int verbose = 0, scribble = 0, opt;
     int rank, size;
 
     MPI_Init(&argc, &argv);
@@ -88,7 +91,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 
-    while ((opt = getopt(argc, argv, "i:m:v")) != -1) {
+    while ((opt = getopt(argc, argv, "i:m:vS")) != -1) {
         switch (opt) {
         case 'i':
             mult = atof(optarg);
@@ -99,8 +102,11 @@ int main(int argc, char **argv)
         case 'v':
             verbose = 1;
             break;
+        case 'S':
+            scribble = 1;
+            break;
         default:
-            mt_die("usage: pingpong [-i mult] [-m max_bytes] [-v]");
+            mt_die("usage: pingpong [-i mult] [-m max_bytes] [-v] [-S]");
         }
     }
     if (size < 2) {
@@ -145,6 +151,9 @@ int main(int argc, char **argv)
                 if (i_start) {
                     mt_fill(sbuf, n, seed_ping);
                     MT_CHECK(MPI_Send(sbuf, (int) n, MPI_BYTE, peer, tag, MPI_COMM_WORLD));
+                    if (scribble) {
+                        memset(sbuf, 0xEE, n);
+                    }
                     MT_CHECK(MPI_Recv(rbuf, (int) (n + GUARD), MPI_BYTE, peer, tag, MPI_COMM_WORLD,
                                       &st));
                     snprintf(what, sizeof(what), "pong of %zu bytes from rank %d (dir %d, iter %d)",
@@ -160,6 +169,9 @@ int main(int argc, char **argv)
                     mt_verify(rbuf, n, seed_ping, what);
                     mt_fill(sbuf, n, seed_pong);
                     MT_CHECK(MPI_Send(sbuf, (int) n, MPI_BYTE, peer, tag, MPI_COMM_WORLD));
+                    if (scribble) {
+                        memset(sbuf, 0xEE, n);
+                    }
                 }
                 mt_verify_poison(rbuf + n, GUARD, "receive guard area");
                 sent += n;
