@@ -156,9 +156,14 @@ enum usnic_drop_reason usnic_reasm_add_defer(struct usnic_reasm_table *t, uint32
     if (r->deferred) {
         last = &t->defer.piece[t->defer.n - (t->defer.n > 0)];
         joins = t->defer.n > 0 && last->data + last->len == (const uint8_t *) data;
-        piece = defer && offset == t->defer.end && (joins || t->defer.n < USNIC_REASM_PIECES);
-        if (!piece) {
-            usnic_reasm_materialize(t); /* out of order, too many pieces, or not deferrable */
+        /* the pieces hold [0, end) and the buffer what arrived beyond: a
+         * chunk at end extends them while a segment is left for that tail
+         * (or it is the fragment's last chunk, and there is no tail) */
+        piece = defer && offset == t->defer.end &&
+                (joins || t->defer.n + 1u < USNIC_REASM_PIECES ||
+                 (t->defer.n + 1u == USNIC_REASM_PIECES && offset + len == msg_len));
+        if (!piece && offset < t->defer.end) {
+            usnic_reasm_materialize(t); /* (cannot happen: bytes the pieces hold) */
         }
     }
     if (track) {
@@ -182,6 +187,19 @@ enum usnic_drop_reason usnic_reasm_add_defer(struct usnic_reasm_table *t, uint32
         t->waited += (msg_id != t->next);
     }
     return USNIC_PKT_OK;
+}
+
+unsigned usnic_reasm_pieces(const struct usnic_reasm_table *t, const struct usnic_reasm *r,
+                            struct usnic_reasm_piece *out)
+{
+    unsigned n = t->defer.n;
+
+    memcpy(out, t->defer.piece, n * sizeof(*out));
+    if (t->defer.end < r->msg_len) {
+        out[n].data = r->buf + t->defer.end;
+        out[n++].len = r->msg_len - t->defer.end;
+    }
+    return n;
 }
 
 uint8_t *usnic_reasm_dest(const struct usnic_reasm_table *t, uint32_t msg_id, uint64_t msg_len)

@@ -65,12 +65,17 @@ struct usnic_reasm_alloc {
  * offset 0, up to USNIC_REASM_PIECES of them, the table only notes where
  * each one is.  If the fragment completes that way, the PML can have it
  * as those pieces (a descriptor of several segments) without any copy.
- * Anything else (a chunk out of order, one piece too many, a caller that
- * cannot defer, or the transport about to reuse its buffers:
- * usnic_reasm_materialize()) copies the pieces into the fragment's buffer
- * first, and from then on the fragment is reassembled as usual.  The
- * buffer is taken when the first chunk arrives either way, so copying the
- * pieces in never fails.  One fragment per table (per peer) at a time.
+ * A chunk that cannot be a piece (out of order, one piece too many, or a
+ * caller that cannot defer it) is copied into the fragment's buffer at its
+ * offset, as without deferral, and the pieces stay: they hold bytes [0,
+ * end), the buffer whatever arrived beyond.  The PML then gets the pieces
+ * and, as the last segment, the buffer's [end, msg_len); so a fragment of
+ * more chunks than a descriptor has segments still keeps its first
+ * USNIC_REASM_PIECES - 1 chunks where they arrived.  Only the transport
+ * about to reuse its buffers (usnic_reasm_materialize()) copies the pieces
+ * into the buffer, and from then on the fragment is reassembled as usual.
+ * The buffer is taken when the first chunk arrives either way, so copying
+ * the pieces in never fails.  One fragment per table (per peer) at a time.
  */
 #define USNIC_REASM_PIECES 16
 
@@ -175,6 +180,12 @@ enum usnic_drop_reason usnic_reasm_add_defer(struct usnic_reasm_table *t, uint32
                                              uint32_t len, uint8_t tag, bool defer,
                                              bool *deferred_now);
 
+/* The segments of the complete deferred fragment r (the table's): its
+ * pieces, then the rest from its buffer if the pieces do not reach its
+ * end.  Writes at most USNIC_REASM_PIECES to out and returns how many. */
+unsigned usnic_reasm_pieces(const struct usnic_reasm_table *t, const struct usnic_reasm *r,
+                            struct usnic_reasm_piece *out);
+
 /* Copy the deferred fragment's pieces (if there is one) into its buffer;
  * it is reassembled as usual from then on. */
 void usnic_reasm_materialize(struct usnic_reasm_table *t);
@@ -197,8 +208,8 @@ enum usnic_drop_reason usnic_reasm_hold(struct usnic_reasm_table *t, uint32_t ms
 /*
  * The next fragment, if it is complete: it becomes DELIVERING and `next`
  * moves on; the caller hands r->buf (r->msg_len bytes, tag r->tag) to the
- * PML, or, if r->deferred, the table's defer.piece[0 .. defer.n) (or
- * materializes it first), and then calls usnic_reasm_release().  NULL if
+ * PML, or, if r->deferred, usnic_reasm_pieces() (or materializes it
+ * first), and then calls usnic_reasm_release().  NULL if
  * it is not complete.
  */
 struct usnic_reasm *usnic_reasm_pop(struct usnic_reasm_table *t);

@@ -115,11 +115,13 @@ static inline void usnic_rx_drain(const struct usnic_rx_ops *ops, void *t,
 
     while (NULL != (r = usnic_reasm_pop(c->reasm))) {
         if (r->deferred) {
-            /* every chunk still where it arrived: as pieces if the
+            /* its first chunks still where they arrived: as pieces if the
              * transport can, else copied together first */
+            struct usnic_reasm_piece seg[USNIC_REASM_PIECES];
+            unsigned n = usnic_reasm_pieces(c->reasm, r, seg);
+
             if (NULL == ops->deliver_pieces ||
-                !ops->deliver_pieces(t, c->ep, r->tag, c->reasm->defer.piece, c->reasm->defer.n,
-                                     r->msg_len)) {
+                !ops->deliver_pieces(t, c->ep, r->tag, seg, n, r->msg_len)) {
                 usnic_reasm_materialize(c->reasm);
                 ops->deliver(t, c->ep, r->tag, r->buf, r->msg_len);
             }

@@ -12,6 +12,7 @@
  *            least once)
  *   -m MAX   largest message size in bytes (suffix k/K or m/M allowed,
  *            default 16777217)
+ *   -n MIN   smallest message size in bytes (the same suffixes; default 0)
  *   -v       print one line per size from rank 0
  *   -S       scribble over the send buffer as soon as MPI_Send returns: the
  *            transport must not read it after it said the send was done
@@ -82,7 +83,7 @@ static int build_sizes(size_t max, size_t *sizes)
 int main(int argc, char **argv)
 {
     double mult = 1.0;
-    size_t max = ((size_t) 1 << 24) + 1;
+    size_t max = ((size_t) 1 << 24) + 1, min = 0;
     int verbose = 0, scribble = 0, opt;
     int rank, size;
 
@@ -91,13 +92,16 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 
-    while ((opt = getopt(argc, argv, "i:m:vS")) != -1) {
+    while ((opt = getopt(argc, argv, "i:m:n:vS")) != -1) {
         switch (opt) {
         case 'i':
             mult = atof(optarg);
             break;
         case 'm':
             max = parse_size(optarg);
+            break;
+        case 'n':
+            min = parse_size(optarg);
             break;
         case 'v':
             verbose = 1;
@@ -106,7 +110,7 @@ int main(int argc, char **argv)
             scribble = 1;
             break;
         default:
-            mt_die("usage: pingpong [-i mult] [-m max_bytes] [-v] [-S]");
+            mt_die("usage: pingpong [-i mult] [-m max_bytes] [-n min_bytes] [-v] [-S]");
         }
     }
     if (size < 2) {
@@ -118,6 +122,12 @@ int main(int argc, char **argv)
 
     size_t sizes[MAX_SIZES];
     int nsizes = build_sizes(max, sizes);
+    int first = 0;
+    while (first < nsizes && sizes[first] < min) {
+        first++;
+    }
+    memmove(sizes, sizes + first, (size_t) (nsizes - first) * sizeof(sizes[0]));
+    nsizes -= first;
     size_t bufmax = (nsizes > 0 ? sizes[nsizes - 1] : 0) + GUARD;
     uint8_t *sbuf = mt_malloc(bufmax);
     uint8_t *rbuf = mt_malloc(bufmax);

@@ -5,7 +5,9 @@
 # buffers, without being copied together first.  Over lo with 1472-byte
 # datagrams (GSO trains received with UDP_GRO, as at MTU 1500):
 #   a. pingpong (every byte checked, 0 B .. 4 MiB+1): rx_in_place > 0 on
-#      both ranks
+#      both ranks; and only 32-64 KiB (fragments of 23-47 chunks, more than
+#      a descriptor's 16 segments): the first 15 chunks stay in place and
+#      the rest is copied into the last segment, rx_in_place > 0
 #   b. dtstress (random derived datatypes unpacked by ob1's convertor from
 #      several segments at once; every byte, gaps and guards checked),
 #      sizes around 16 chunks: rx_in_place > 0
@@ -27,6 +29,12 @@ floor=$((4 * $(pingpong_size_sum $max)))
 EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -m "$max"
 if check_run "inplace: pingpong" $? 2 "$floor" && $kernel; then
     each_rank "inplace: pingpong, fragments handed over in place" rx_in_place -gt 0
+fi
+
+lfloor=$((4 * ($(pingpong_size_sum 65536) - $(pingpong_size_sum 32766)) * 20))
+EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -n 32767 -m 65536
+if check_run "inplace: pingpong of 23-47 chunks" $? 2 "$lfloor" && $kernel; then
+    each_rank "inplace: more than 16 chunks, first 15 in place" rx_in_place -gt 0
 fi
 
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_in_place 0" run_mpi 2 "$BIN" -m "$max"

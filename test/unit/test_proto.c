@@ -669,16 +669,27 @@ static bool add_d(struct usnic_reasm_table *t, uint32_t id, uint64_t msg_len, ui
            usnic_reasm_add_defer(t, id, msg_len, off, data, len, 9, defer, now ? now : &dummy);
 }
 
-/* do the n pieces of the table hold exactly want's len bytes? */
-static bool pieces_are(const struct usnic_reasm_table *t, const uint8_t *want, uint64_t len)
+/* do the segments the PML would get for the complete deferred fragment r
+ * (its pieces, then the buffer's rest) hold exactly want's len bytes, in
+ * at most USNIC_REASM_PIECES segments?  *nseg: how many. */
+static bool segs_are(const struct usnic_reasm_table *t, const struct usnic_reasm *r,
+                     const uint8_t *want, uint64_t len, unsigned *nseg)
 {
+    struct usnic_reasm_piece seg[USNIC_REASM_PIECES + 1];
+    unsigned n = usnic_reasm_pieces(t, r, seg);
     uint64_t off = 0;
-    for (unsigned i = 0; i < t->defer.n; i++) {
-        if (off + t->defer.piece[i].len > len ||
-            0 != memcmp(t->defer.piece[i].data, want + off, (size_t) t->defer.piece[i].len)) {
+
+    if (NULL != nseg) {
+        *nseg = n;
+    }
+    if (n > USNIC_REASM_PIECES) {
+        return false;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (off + seg[i].len > len || 0 != memcmp(seg[i].data, want + off, (size_t) seg[i].len)) {
             return false;
         }
-        off += t->defer.piece[i].len;
+        off += seg[i].len;
     }
     return off == len;
 }
@@ -710,7 +721,7 @@ static void test_reasm_defer(void)
     ok = ok && NULL == usnic_reasm_dest(&t, 1, 3500); /* not in its buffer yet */
     ok = ok && add_d(&t, 1, 3500, 3000, rb + 3400, 500, true, NULL);
     r = usnic_reasm_pop(&t);
-    ok = ok && NULL != r && r->deferred && 4 == t.defer.n && pieces_are(&t, msg, 3500) &&
+    ok = ok && NULL != r && r->deferred && 4 == t.defer.n && segs_are(&t, r, msg, 3500, NULL) &&
          t.defer.piece[0].data == rb + 100 && 0xA5 == r->buf[0] && 0xA5 == r->buf[3499];
     check(ok, "reasm/defer_in_order_stays_in_place", "n=%u", t.defer.n);
     if (NULL != r) {
@@ -718,17 +729,42 @@ static void test_reasm_defer(void)
     }
     check(!t.defer.active && 0 == t.defer.n, "reasm/defer_release_clears", "still active");
 
-    /* 2: a chunk out of order copies the pieces in; the rest is copied */
+    /* 2: a chunk out of order goes to the buffer and the pieces stay; the
+     * missing chunk, in order again, is a piece: two pieces and the
+     * buffer's tail */
     memcpy(rb, msg, 1000);
     memcpy(rb + 5000, msg + 2000, 1000);
     memcpy(rb + 8000, msg + 1000, 1000);
     ok = add_d(&t, 2, 2500, 0, rb, 1000, true, &now) && now;
-    ok = ok && add_d(&t, 2, 2500, 2000, rb + 5000, 500, true, NULL) && !t.defer.active;
-    memset(rb, 0, 1000); /* the receive buffer is reused: its copy must be in the fragment */
-    ok = ok && add_d(&t, 2, 2500, 1000, rb + 8000, 1000, true, NULL);
+    ok = ok && add_d(&t, 2, 2500, 2000, rb + 5000, 500, true, NULL) && t.defer.active &&
+         1 == t.defer.n;
+    memset(rb + 5000, 0, 500); /* the tail was copied: its receive buffer may change */
+    ok = ok && add_d(&t, 2, 2500, 1000, rb + 8000, 1000, true, NULL) && 2 == t.defer.n;
+    r = usnic_reasm_pop(&t);
+    {
+        unsigned nseg = 0;
+        ok = ok && NULL != r && r->deferred && segs_are(&t, r, msg, 2500, &nseg) && 3 == nseg;
+        check(ok, "reasm/defer_out_of_order_tail_in_buffer", "deferred=%d nseg=%u",
+              r ? r->deferred : -1, nseg);
+    }
+    if (NULL != r) {
+        usnic_reasm_release(&t, r);
+    }
+
+    /* 2b: the same, and the batch ends before the fragment is complete: the
+     * pieces are copied in, the receive buffers reused, and the fragment
+     * comes out of its buffer intact */
+    memcpy(rb, msg, 1000);
+    memcpy(rb + 5000, msg + 2000, 1000);
+    memcpy(rb + 8000, msg + 1000, 1000);
+    ok = add_d(&t, 3, 2500, 0, rb, 1000, true, &now) && now;
+    ok = ok && add_d(&t, 3, 2500, 2000, rb + 5000, 500, true, NULL) && t.defer.active;
+    usnic_reasm_materialize(&t);
+    memset(rb, 0, 6000);
+    ok = ok && !t.defer.active && add_d(&t, 3, 2500, 1000, rb + 8000, 1000, true, &now) && !now;
     r = usnic_reasm_pop(&t);
     ok = ok && NULL != r && !r->deferred && 0 == memcmp(r->buf, msg, 2500);
-    check(ok, "reasm/defer_out_of_order_copies_in", "deferred=%d", r ? r->deferred : -1);
+    check(ok, "reasm/defer_out_of_order_materialized", "deferred=%d", r ? r->deferred : -1);
     if (NULL != r) {
         usnic_reasm_release(&t, r);
     }
@@ -737,13 +773,13 @@ static void test_reasm_defer(void)
      * buffers change, and the fragment still comes out right */
     memcpy(rb, msg, 1000);
     memcpy(rb + 2000, msg + 1000, 1000);
-    ok = add_d(&t, 3, 3000, 0, rb, 1000, true, &now) && now;
-    ok = ok && add_d(&t, 3, 3000, 1000, rb + 2000, 1000, true, NULL);
+    ok = add_d(&t, 4, 3000, 0, rb, 1000, true, &now) && now;
+    ok = ok && add_d(&t, 4, 3000, 1000, rb + 2000, 1000, true, NULL);
     usnic_reasm_materialize(&t);
-    ok = ok && !t.defer.active && NULL != usnic_reasm_dest(&t, 3, 3000);
+    ok = ok && !t.defer.active && NULL != usnic_reasm_dest(&t, 4, 3000);
     memset(rb, 0x11, 4000);
     memcpy(rb + 10000, msg + 2000, 1000);
-    ok = ok && add_d(&t, 3, 3000, 2000, rb + 10000, 1000, true, &now) && !now;
+    ok = ok && add_d(&t, 4, 3000, 2000, rb + 10000, 1000, true, &now) && !now;
     r = usnic_reasm_pop(&t);
     ok = ok && NULL != r && !r->deferred && 0 == memcmp(r->buf, msg, 3000);
     check(ok, "reasm/defer_materialize_mid_fragment", "bytes differ");
@@ -751,20 +787,52 @@ static void test_reasm_defer(void)
         usnic_reasm_release(&t, r);
     }
 
-    /* 4: a 17th piece is one too many: copied in at the 17th chunk */
+    /* 4: 18 chunks: the first 15 are pieces, the other 3 go to the buffer,
+     * whose tail is the 16th segment */
     for (int k = 0; k < 18; k++) {
         memcpy(rb + 100 + k * 1100, msg + k * 1000, 1000);
     }
     ok = true;
     for (int k = 0; k < 18 && ok; k++) {
-        ok = add_d(&t, 4, 18000, (uint64_t) k * 1000, rb + 100 + k * 1100, 1000, true, NULL);
-        ok = ok && (k < 16 ? t.defer.active && t.defer.n == (unsigned) k + 1 : !t.defer.active);
+        ok = add_d(&t, 5, 18000, (uint64_t) k * 1000, rb + 100 + k * 1100, 1000, true, NULL);
+        ok = ok && t.defer.active && t.defer.n == (unsigned) (k < 15 ? k + 1 : 15);
+        if (k >= 15) {
+            memset(rb + 100 + k * 1100, 0x33, 1000); /* copied: may change */
+        }
     }
     r = usnic_reasm_pop(&t);
-    ok = ok && NULL != r && !r->deferred && 0 == memcmp(r->buf, msg, 18000);
-    check(ok, "reasm/defer_at_most_16_pieces", "n=%u", t.defer.n);
+    {
+        unsigned nseg = 0;
+        ok = ok && NULL != r && r->deferred && segs_are(&t, r, msg, 18000, &nseg) &&
+             USNIC_REASM_PIECES == nseg;
+        check(ok, "reasm/defer_15_pieces_and_buffer_tail", "n=%u nseg=%u", t.defer.n, nseg);
+    }
     if (NULL != r) {
         usnic_reasm_release(&t, r);
+    }
+
+    /* 4b: exactly 16 chunks: the 16th, the last, is the 16th piece (no
+     * tail); 17 chunks: the 16th and 17th go to the buffer */
+    for (int total = 16; total <= 17; total++) {
+        uint32_t id = (uint32_t) (total - 10); /* 6, 7 */
+        unsigned nseg = 0;
+        ok = true;
+        for (int k = 0; k < total; k++) {
+            memcpy(rb + 100 + k * 1100, msg + k * 1000, 1000);
+        }
+        for (int k = 0; k < total && ok; k++) {
+            ok = add_d(&t, id, (uint64_t) total * 1000, (uint64_t) k * 1000, rb + 100 + k * 1100,
+                       1000, true, NULL);
+        }
+        r = usnic_reasm_pop(&t);
+        ok = ok && NULL != r && r->deferred &&
+             segs_are(&t, r, msg, (uint64_t) total * 1000, &nseg) && 16 == nseg &&
+             t.defer.n == (16 == total ? 16u : 15u);
+        check(ok, 16 == total ? "reasm/defer_16_chunks_16_pieces" : "reasm/defer_17_chunks_tail",
+              "n=%u nseg=%u", t.defer.n, nseg);
+        if (NULL != r) {
+            usnic_reasm_release(&t, r);
+        }
     }
 
     /* 5: chunks that lie one right behind the other are one piece (20 of
@@ -772,11 +840,11 @@ static void test_reasm_defer(void)
     memcpy(rb, msg, 20000);
     ok = true;
     for (int k = 0; k < 20 && ok; k++) {
-        ok = add_d(&t, 5, 20000, (uint64_t) k * 1000, rb + k * 1000, 1000, true, NULL);
+        ok = add_d(&t, 8, 20000, (uint64_t) k * 1000, rb + k * 1000, 1000, true, NULL);
     }
     r = usnic_reasm_pop(&t);
     ok = ok && NULL != r && r->deferred && 1 == t.defer.n && 20000 == t.defer.piece[0].len &&
-         pieces_are(&t, msg, 20000);
+         segs_are(&t, r, msg, 20000, NULL);
     check(ok, "reasm/defer_adjacent_chunks_join", "n=%u", t.defer.n);
     if (NULL != r) {
         usnic_reasm_release(&t, r);
@@ -784,8 +852,8 @@ static void test_reasm_defer(void)
 
     /* 6: a first chunk that may not be deferred: copied, and so is the rest */
     memcpy(rb, msg, 2000);
-    ok = add_d(&t, 6, 2000, 0, rb, 1000, false, &now) && !now && !t.defer.active;
-    ok = ok && add_d(&t, 6, 2000, 1000, rb + 1000, 1000, true, &now) && !now;
+    ok = add_d(&t, 9, 2000, 0, rb, 1000, false, &now) && !now && !t.defer.active;
+    ok = ok && add_d(&t, 9, 2000, 1000, rb + 1000, 1000, true, &now) && !now;
     r = usnic_reasm_pop(&t);
     ok = ok && NULL != r && !r->deferred && 0 == memcmp(r->buf, msg, 2000);
     check(ok, "reasm/defer_not_on_request", "deferred");
@@ -796,23 +864,23 @@ static void test_reasm_defer(void)
     /* 7: one deferred fragment per table: the next one is copied; a
      * deferred one complete before its turn waits, materialized by the
      * batch's end, and both come out in order and intact */
-    memcpy(rb, msg + 5000, 2000);       /* fragment 8: 2000 bytes */
-    memcpy(rb + 3000, msg, 1000);       /* fragment 7: first chunk */
-    memcpy(rb + 6000, msg + 1000, 500); /* fragment 7: tail */
-    ok = add_d(&t, 8, 2000, 0, rb, 1000, true, &now) && now;
-    ok = ok && add_d(&t, 8, 2000, 1000, rb + 1000, 1000, true, NULL);
-    ok = ok && NULL == usnic_reasm_pop(&t); /* 7 first */
-    ok = ok && add_d(&t, 7, 1500, 0, rb + 3000, 1000, true, &now) && !now;
+    memcpy(rb, msg + 5000, 2000);       /* fragment 11: 2000 bytes */
+    memcpy(rb + 3000, msg, 1000);       /* fragment 10: first chunk */
+    memcpy(rb + 6000, msg + 1000, 500); /* fragment 10: tail */
+    ok = add_d(&t, 11, 2000, 0, rb, 1000, true, &now) && now;
+    ok = ok && add_d(&t, 11, 2000, 1000, rb + 1000, 1000, true, NULL);
+    ok = ok && NULL == usnic_reasm_pop(&t); /* 10 first */
+    ok = ok && add_d(&t, 10, 1500, 0, rb + 3000, 1000, true, &now) && !now;
     usnic_reasm_materialize(&t); /* the batch ends */
     memset(rb, 0x22, 3000);
-    ok = ok && add_d(&t, 7, 1500, 1000, rb + 6000, 500, true, NULL);
+    ok = ok && add_d(&t, 10, 1500, 1000, rb + 6000, 500, true, NULL);
     r = usnic_reasm_pop(&t);
-    ok = ok && NULL != r && 7 == r->msg_id && !r->deferred && 0 == memcmp(r->buf, msg, 1500);
+    ok = ok && NULL != r && 10 == r->msg_id && !r->deferred && 0 == memcmp(r->buf, msg, 1500);
     if (NULL != r) {
         usnic_reasm_release(&t, r);
     }
     r = usnic_reasm_pop(&t);
-    ok = ok && NULL != r && 8 == r->msg_id && !r->deferred && 0 == memcmp(r->buf, msg + 5000, 2000);
+    ok = ok && NULL != r && 11 == r->msg_id && !r->deferred && 0 == memcmp(r->buf, msg + 5000, 2000);
     if (NULL != r) {
         usnic_reasm_release(&t, r);
     }
@@ -879,7 +947,7 @@ static void test_reasm_defer_random(void)
                 uint32_t m = r->msg_id - first;
                 bool good;
                 if (r->deferred) {
-                    good = pieces_are(&t, msg[m], len[m]);
+                    good = segs_are(&t, r, msg[m], len[m], NULL);
                     in_pieces++;
                 } else {
                     good = r->msg_len == len[m] && 0 == memcmp(r->buf, msg[m], (size_t) len[m]);
