@@ -880,7 +880,8 @@ static void test_reasm_defer(void)
         usnic_reasm_release(&t, r);
     }
     r = usnic_reasm_pop(&t);
-    ok = ok && NULL != r && 11 == r->msg_id && !r->deferred && 0 == memcmp(r->buf, msg + 5000, 2000);
+    ok =
+        ok && NULL != r && 11 == r->msg_id && !r->deferred && 0 == memcmp(r->buf, msg + 5000, 2000);
     if (NULL != r) {
         usnic_reasm_release(&t, r);
     }
