@@ -221,6 +221,7 @@ typedef struct usnic_module {
     usnic_module_stats_t stats;
     uint64_t stream_copy_min; /* btl_usnic_stream_copy_min (0 = never) */
     uint64_t early_copy_max;  /* btl_usnic_early_copy_max (0 = never) */
+    uint32_t train_copy;      /* btl_usnic_train_copy (0 = never) */
     struct {
         const uint8_t *dest; /* target of one of the last large PUTs */
         bool reused;         /* it had been a target before: copy through the cache */
@@ -320,9 +321,10 @@ typedef struct usnic_params {
     int udp_datagram_size; /* udp provider: 0 = interface MTU, -1 = advertised, N = cap */
     int stream_copy_min;   /* PUTs this large are copied past the caches; 0 = never */
     int early_copy_max;    /* sends completed early with their data copied (bytes; 0 = never) */
-    int auth;              /* enum usnic_auth_mode: what the keyed MAC covers */
-    int checksum;          /* 1: CRC32C over header and payload */
-    int want_numa;         /* bound processes prefer near devices (btl_usnic_hwloc.c) */
+    int train_copy; /* trains of datagrams this small are copied into one buffer (0 = never) */
+    int auth;       /* enum usnic_auth_mode: what the keyed MAC covers */
+    int checksum;   /* 1: CRC32C over header and payload */
+    int want_numa;  /* bound processes prefer near devices (btl_usnic_hwloc.c) */
     double debug_drop_rate;
     double debug_dup_rate;
     double debug_reorder_rate;

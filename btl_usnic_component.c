@@ -290,6 +290,7 @@ usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *a
     usnic_sip_key_load(&module->mac_key, module->secret);
     module->stream_copy_min = (uint64_t) p->stream_copy_min;
     module->early_copy_max = (uint64_t) p->early_copy_max;
+    module->train_copy = (uint32_t) p->train_copy;
     return module;
 }
 

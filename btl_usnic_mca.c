@@ -555,6 +555,12 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "copied for resending once it is on the wire and completes at once, so that "
                   "the application can post its next receive before the answer comes; 0 = "
                   "always wait for the acknowledgement"),
+    TUNE_RANGE_OR("train_copy", train_copy, OPAL_INFO_LVL_5, 2048, "0 (never)", 0, 0, 1, INT_MAX,
+                  "kernel backend: a train of datagrams of at most this many bytes is copied "
+                  "into one buffer (headers, payloads) for its UDP_SEGMENT send instead of "
+                  "being handed to the kernel as two or three pieces per datagram: at MTU 1500 "
+                  "the kernel takes the pieces more slowly than the copy costs, with 9000-byte "
+                  "datagrams it does not; 0 = never"),
     {.name = "auth",
      .kind = TUNE_AUTH,
      .offset = FIELD(auth),

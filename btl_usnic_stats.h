@@ -60,6 +60,7 @@
     X(detours, "datagrams sent through another module while a link was down")                      \
     X(link_resends, "segments in flight resent at once around a link that went down")              \
     X(tx_connected, "kernel backend: sends on a socket connected to the peer (no route lookup)")   \
+    X(trains_copied, "kernel backend: trains copied into one buffer (btl_usnic_train_copy)")       \
     X(early_copies, "sends from user memory completed before their ACK, their data copied "        \
                     "(btl_usnic_early_copy_max)")
 

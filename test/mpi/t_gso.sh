@@ -2,8 +2,10 @@
 # The kernel backend's trains (UDP_SEGMENT) and batched receives (UDP_GRO),
 # with 1472-byte datagrams (btl_usnic_udp_datagram_size -1) on loopback,
 # the pingpong program checking every byte (0 B .. 16 MiB+1):
-#   a. trains on: both ranks sent trains (gso_trains > 0) and received
-#      coalesced batches (gro_batches > 0)
+#   a. trains on: both ranks sent trains (gso_trains > 0), copied into one
+#      buffer for the kernel (trains_copied > 0: datagrams of at most
+#      btl_usnic_train_copy bytes), and received coalesced batches
+#      (gro_batches > 0)
 #   b. 2% of arriving datagrams dropped by fault injection (after the GRO
 #      split, so trains lose datagrams in their middle): data intact,
 #      retransmissions, trains still sent
@@ -23,7 +25,9 @@
 #      messages at once and their datagrams share trains, a message's short
 #      last datagram padded to the train's size (gso_pads > 0 on both
 #      ranks), padded last chunks received in place (rx_direct_pad > 0);
-#      the same with 2% drops, 1% duplicates and 2% reordering injected
+#      the same with 2% drops, 1% duplicates and 2% reordering injected,
+#      once with the trains copied together and once handed to the kernel
+#      as a piece per header, payload and padding (btl_usnic_train_copy 0)
 #   e. btl_usnic_direct_recv 0: trains, but no chunk received straight
 #      into its target (a., c. and f. receive them so: rx_direct > 0; b.'s
 #      injected faults take the whole-datagram path; t_hostile and
@@ -42,6 +46,7 @@ usnic_mode && [ "$(usnic_backend)" = kernel ] && kernel=true
 EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN"
 if check_run "gso: trains" $? 2 "$floor" && $kernel; then
     each_rank "gso: trains sent" gso_trains -gt 0
+    each_rank "gso: trains copied into one buffer" trains_copied -gt 0
     each_rank "gso: coalesced receives" gro_batches -gt 0
     each_rank "gso: PUT chunks received in place (direct receive)" rx_direct -gt 0
 fi
@@ -138,5 +143,13 @@ if check_run "gso: trains across messages, loss, duplicates, reordering" $? 2 "$
     usnic_mode; then
     each_rank "gso: trains across messages under faults, resent" retrans -gt 0
     $kernel && each_rank "gso: trains across messages under faults, padded" gso_pads -gt 0
+fi
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_train_copy 0 --mca btl_usnic_debug_seed 17
+    --mca btl_usnic_debug_drop_rate 0.02 --mca btl_usnic_debug_dup_rate 0.01
+    --mca btl_usnic_debug_reorder_rate 0.02" run_mpi 2 "$BIN" -n $mn
+if check_run "gso: trains in pieces, loss, duplicates, reordering" $? 2 "$mfloor" && $kernel; then
+    each_rank "gso: train_copy 0, trains sent" gso_trains -gt 0
+    each_rank "gso: train_copy 0, padded" gso_pads -gt 0
+    each_rank "gso: train_copy 0, nothing copied" trains_copied -eq 0
 fi
 finish
