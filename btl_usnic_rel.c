@@ -343,6 +343,13 @@ static int sack_release(struct usnic_rel *rel, usnic_seq_t first, uint64_t bits,
 int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, uint64_t sack_bits,
                      uint32_t ts_echo, uint64_t now)
 {
+    if (!explicit_ack && 0 == sack_bits && ack == rel->tx.acked && 0 == usnic_rel_tx_inflight(rel)) {
+        /* a data packet's ACK of what was acknowledged already, with
+         * nothing in flight (every datagram of a train after the first
+         * carries the same one): nothing to release or measure, and the
+         * timers were stopped when the window emptied */
+        return 0;
+    }
     return usnic_rel_tx_ack_sack(rel, ack, explicit_ack, &sack_bits, 0 != sack_bits ? 1u : 0u,
                                  false, ts_echo, now);
 }

@@ -266,6 +266,28 @@ static void test_rel_window_direct(void)
           "rel/ack_all_across_wrap_stops_timer",
           "released=%d acked=%d inflight=%u deadline=%" PRIu64, released, r.acked,
           usnic_rel_tx_inflight(&rel), r.deadline);
+
+    /* the rest of a train carries the same ACK: with nothing in flight it
+     * changes nothing (no release, no timer call); once something is in
+     * flight again, the same old ACK leaves its timer running */
+    {
+        int sets = r.timer_sets;
+        ok = true;
+        for (int i = 0; i < 5; i++) {
+            ok = ok && 0 == usnic_rel_tx_ack(&rel, isn + 10u, false, 0, 1, 300 + (uint64_t) i);
+        }
+        check(ok && r.acked == 11 && sets == r.timer_sets && 0 == rel.tx.deadline,
+              "rel/repeated_piggy_ack_no_news", "acked=%d timer_sets %d -> %d", r.acked, sets,
+              r.timer_sets);
+        push_sent_at(&rel, &segs[0], 1, 400);
+        released = usnic_rel_tx_ack(&rel, isn + 10u, false, 0, 1, 410);
+        check(0 == released && 1 == usnic_rel_tx_inflight(&rel) && 0 != rel.tx.deadline,
+              "rel/repeated_piggy_ack_keeps_timer_of_new_data", "released=%d deadline=%" PRIu64,
+              released, rel.tx.deadline);
+        released = usnic_rel_tx_ack(&rel, isn + 11u, false, 0, 0, 420);
+        check(1 == released && 0 == usnic_rel_tx_inflight(&rel) && 0 == rel.tx.deadline,
+              "rel/repeated_piggy_ack_then_new_ack", "released=%d", released);
+    }
     usnic_rel_fini(&rel);
 }
 
