@@ -343,7 +343,8 @@ static int sack_release(struct usnic_rel *rel, usnic_seq_t first, uint64_t bits,
 int usnic_rel_tx_ack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_ack, uint64_t sack_bits,
                      uint32_t ts_echo, uint64_t now)
 {
-    if (!explicit_ack && 0 == sack_bits && ack == rel->tx.acked && 0 == usnic_rel_tx_inflight(rel)) {
+    if (!explicit_ack && 0 == sack_bits && ack == rel->tx.acked &&
+        0 == usnic_rel_tx_inflight(rel)) {
         /* a data packet's ACK of what was acknowledged already, with
          * nothing in flight (every datagram of a train after the first
          * carries the same one): nothing to release or measure, and the
