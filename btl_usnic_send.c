@@ -470,9 +470,11 @@ int usnic_progress_resends(usnic_module_t *module)
  * from the copy, and the PML gets its completion at the next progress
  * call.  The copy is made while the datagrams travel and the peer works
  * on them; in a stream, where other fragments are in flight, nothing is
- * copied.  Only where a send hands the bytes to the kernel before it
- * returns (no segment is still with a provider), and where the fragment
- * is ours to keep after the callback.
+ * copied.  A fragment that was packed into a buffer of ours (a
+ * non-contiguous datatype) needs no copy and completes the same way.  Only
+ * where a send hands the bytes to the kernel before it returns (no segment
+ * is still with a provider), and where the fragment is ours to keep after
+ * the callback.
  */
 void usnic_send_early(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
 {
@@ -481,8 +483,8 @@ void usnic_send_early(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
     uint8_t *to;
 
     if (USNIC_FRAG_LARGE != frag->kind || !frag->sent || 0 == frag->chunks_unacked ||
-        NULL != frag->big_buf || 0 == frag->data_len || frag->data_len > module->early_copy_max ||
-        !module->zero_copy || module->batching || NULL == frag->base.des_cbfunc ||
+        0 == frag->data_len || frag->data_len > module->early_copy_max || !module->zero_copy ||
+        module->batching || NULL == frag->base.des_cbfunc ||
         !(frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) ||
         usnic_rel_tx_inflight(rel) != frag->chunks_unacked || !opal_list_is_empty(&ep->sendq)) {
         return;
@@ -493,21 +495,24 @@ void usnic_send_early(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
             return; /* a provider may still read the user's memory */
         }
     }
-    copy = usnic_buf_get(module, frag->data_len);
-    if (NULL == copy) {
-        return;
-    }
-    to = copy->ptr;
-    memcpy(to, frag->data, frag->data_len);
-    for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.next); s++) {
-        struct usnic_rel_seg *r = rel->tx.win[s & (rel->tx.win_size - 1u)];
-        usnic_seg_t *seg = (NULL != r) ? usnic_seg_of(r) : NULL;
-        if (NULL != seg && seg->frag == frag && 0 != seg->zc_len) {
-            seg->zc_ptr = to + ((const uint8_t *) seg->zc_ptr - frag->data);
+    if (NULL == frag->big_buf) {
+        /* in the user's memory: resend from a copy of ours */
+        copy = usnic_buf_get(module, frag->data_len);
+        if (NULL == copy) {
+            return;
         }
+        to = copy->ptr;
+        memcpy(to, frag->data, frag->data_len);
+        for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.next); s++) {
+            struct usnic_rel_seg *r = rel->tx.win[s & (rel->tx.win_size - 1u)];
+            usnic_seg_t *seg = (NULL != r) ? usnic_seg_of(r) : NULL;
+            if (NULL != seg && seg->frag == frag && 0 != seg->zc_len) {
+                seg->zc_ptr = to + ((const uint8_t *) seg->zc_ptr - frag->data);
+            }
+        }
+        frag->data = to;
+        frag->big_buf = copy;
     }
-    frag->data = to;
-    frag->big_buf = copy;
     frag->early_listed = true;
     module->stats.early_copies++;
     opal_list_append(&module->done_frags, &frag->base.super.super);

@@ -61,8 +61,8 @@
     X(link_resends, "segments in flight resent at once around a link that went down")              \
     X(tx_connected, "kernel backend: sends on a socket connected to the peer (no route lookup)")   \
     X(trains_copied, "kernel backend: trains copied into one buffer (btl_usnic_train_copy)")       \
-    X(early_copies, "sends from user memory completed before their ACK, their data copied "        \
-                    "(btl_usnic_early_copy_max)")
+    X(early_copies, "chunked sends completed before their ACK, their data copied from user "       \
+                    "memory or already packed (btl_usnic_early_copy_max)")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;

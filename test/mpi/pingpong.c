@@ -14,6 +14,9 @@
  *            default 16777217)
  *   -n MIN   smallest message size in bytes (the same suffixes; default 0)
  *   -v       print one line per size from rank 0
+ *   -V       send with a strided datatype (every other byte of a buffer twice
+ *            the message's size; received as plain bytes): the PML packs it,
+ *            so the transport sends from a buffer of its own
  *   -S       scribble over the send buffer as soon as MPI_Send returns: the
  *            transport must not read it after it said the send was done
  *            (a chunk it resends later must come from a copy of its own)
@@ -80,11 +83,36 @@ static int build_sizes(size_t max, size_t *sizes)
     return n;
 }
 
+/* Send the n bytes at buf: as they are, or (wide != NULL) spread over
+ * every other byte of wide and sent with a strided datatype; then, with
+ * scribble, overwrite what was sent from. */
+static void send_msg(uint8_t *buf, uint8_t *wide, size_t n, int peer, int tag, int scribble)
+{
+    if (NULL == wide) {
+        MT_CHECK(MPI_Send(buf, (int) n, MPI_BYTE, peer, tag, MPI_COMM_WORLD));
+        if (scribble) {
+            memset(buf, 0xEE, n);
+        }
+        return;
+    }
+    MPI_Datatype every_other;
+    for (size_t i = 0; i < n; i++) {
+        wide[2 * i] = buf[i];
+    }
+    MT_CHECK(MPI_Type_vector((int) n, 1, 2, MPI_BYTE, &every_other));
+    MT_CHECK(MPI_Type_commit(&every_other));
+    MT_CHECK(MPI_Send(wide, n ? 1 : 0, every_other, peer, tag, MPI_COMM_WORLD));
+    MT_CHECK(MPI_Type_free(&every_other));
+    if (scribble) {
+        memset(wide, 0xEE, 2 * n);
+    }
+}
+
 int main(int argc, char **argv)
 {
     double mult = 1.0;
     size_t max = ((size_t) 1 << 24) + 1, min = 0;
-    int verbose = 0, scribble = 0, opt;
+    int verbose = 0, scribble = 0, strided = 0, opt;
     int rank, size;
 
     MPI_Init(&argc, &argv);
@@ -92,7 +120,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 
-    while ((opt = getopt(argc, argv, "i:m:n:vS")) != -1) {
+    while ((opt = getopt(argc, argv, "i:m:n:vSV")) != -1) {
         switch (opt) {
         case 'i':
             mult = atof(optarg);
@@ -109,8 +137,11 @@ int main(int argc, char **argv)
         case 'S':
             scribble = 1;
             break;
+        case 'V':
+            strided = 1;
+            break;
         default:
-            mt_die("usage: pingpong [-i mult] [-m max_bytes] [-n min_bytes] [-v] [-S]");
+            mt_die("usage: pingpong [-i mult] [-m max_bytes] [-n min_bytes] [-v] [-S] [-V]");
         }
     }
     if (size < 2) {
@@ -131,6 +162,7 @@ int main(int argc, char **argv)
     size_t bufmax = (nsizes > 0 ? sizes[nsizes - 1] : 0) + GUARD;
     uint8_t *sbuf = mt_malloc(bufmax);
     uint8_t *rbuf = mt_malloc(bufmax);
+    uint8_t *wide = strided ? mt_malloc(2 * bufmax) : NULL; /* -V: the strided send buffer */
 
     int peer = rank ^ 1;
     uint64_t sent = 0;
@@ -160,10 +192,7 @@ int main(int argc, char **argv)
                 memset(rbuf, MT_POISON, n + GUARD);
                 if (i_start) {
                     mt_fill(sbuf, n, seed_ping);
-                    MT_CHECK(MPI_Send(sbuf, (int) n, MPI_BYTE, peer, tag, MPI_COMM_WORLD));
-                    if (scribble) {
-                        memset(sbuf, 0xEE, n);
-                    }
+                    send_msg(sbuf, wide, n, peer, tag, scribble);
                     MT_CHECK(MPI_Recv(rbuf, (int) (n + GUARD), MPI_BYTE, peer, tag, MPI_COMM_WORLD,
                                       &st));
                     snprintf(what, sizeof(what), "pong of %zu bytes from rank %d (dir %d, iter %d)",
@@ -178,10 +207,7 @@ int main(int argc, char **argv)
                     mt_check_bytes(&st, n, what);
                     mt_verify(rbuf, n, seed_ping, what);
                     mt_fill(sbuf, n, seed_pong);
-                    MT_CHECK(MPI_Send(sbuf, (int) n, MPI_BYTE, peer, tag, MPI_COMM_WORLD));
-                    if (scribble) {
-                        memset(sbuf, 0xEE, n);
-                    }
+                    send_msg(sbuf, wide, n, peer, tag, scribble);
                 }
                 mt_verify_poison(rbuf + n, GUARD, "receive guard area");
                 sent += n;
@@ -202,6 +228,7 @@ int main(int argc, char **argv)
     }
     mt_report_bytes(sent);
     free(sbuf);
+    free(wide);
     free(rbuf);
     mt_ok("pingpong");
     MPI_Finalize();

@@ -11,6 +11,9 @@
 #      resends and early copies on both ranks
 #   c. btl_usnic_early_copy_max 0 under the same faults: no early copy,
 #      data intact
+#   d. pingpong -V -S (a strided datatype, packed by ob1 into a buffer of
+#      the BTL's) under the same faults: completed before the ACK without
+#      a copy (early_copies > 0), data intact
 # Over another backend (run-all.sh's libfabric udp pass) only the data
 # checks apply.
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
@@ -36,6 +39,13 @@ if check_run "early: pingpong -S under loss, duplicates, reordering" $? 2 "$floo
     usnic_mode; then
     each_rank "early: under faults, resent" retrans -gt 0
     $kernel && each_rank "early: under faults, sends completed before their ACK" early_copies -gt 0
+fi
+
+EXTRA_MCA="${EXTRA_MCA:-} $small $faults" run_mpi 2 "$BIN" -V -S -m 262145
+vfloor=$((4 * $(pingpong_size_sum 262145)))
+if check_run "early: strided pingpong -V -S under faults" $? 2 "$vfloor" && usnic_mode; then
+    each_rank "early: strided, resent" retrans -gt 0
+    $kernel && each_rank "early: packed sends completed before their ACK" early_copies -gt 0
 fi
 
 EXTRA_MCA="${EXTRA_MCA:-} $small $faults --mca btl_usnic_early_copy_max 0" \
