@@ -320,11 +320,11 @@ typedef struct usnic_params {
     int max_inflight;      /* unacknowledged bytes per peer at most (0 = half its buffer) */
     int udp_datagram_size; /* udp provider: 0 = interface MTU, -1 = advertised, N = cap */
     int stream_copy_min;   /* PUTs this large are copied past the caches; 0 = never */
-    int early_copy_max;    /* sends completed early with their data copied (bytes; 0 = never) */
-    int train_copy; /* trains of datagrams this small are copied into one buffer (0 = never) */
-    int auth;       /* enum usnic_auth_mode: what the keyed MAC covers */
-    int checksum;   /* 1: CRC32C over header and payload */
-    int want_numa;  /* bound processes prefer near devices (btl_usnic_hwloc.c) */
+    int early_copy_max;    /* sends completed before their ACK, at most (bytes; 0 = never) */
+    int train_copy;        /* trains of datagrams this small go as one buffer (0 = never) */
+    int auth;              /* enum usnic_auth_mode: what the keyed MAC covers */
+    int checksum;          /* 1: CRC32C over header and payload */
+    int want_numa;         /* bound processes prefer near devices (btl_usnic_hwloc.c) */
     double debug_drop_rate;
     double debug_dup_rate;
     double debug_reorder_rate;

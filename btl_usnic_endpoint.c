@@ -50,7 +50,6 @@ static void endpoint_destruct(mca_btl_base_endpoint_t *ep)
 OBJ_CLASS_INSTANCE(mca_btl_base_endpoint_t, opal_list_item_t, endpoint_construct,
                    endpoint_destruct);
 
-
 /* ---- reliability core operations ----
  *
  * Retransmit timers.  The core keeps one timer per connection and tells

@@ -553,8 +553,9 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "when its peer acknowledges it.  When nothing else to that peer is in flight "
                   "(a ping-pong, a blocking send), a message of at most this many bytes is "
                   "copied for resending once it is on the wire and completes at once, so that "
-                  "the application can post its next receive before the answer comes; 0 = "
-                  "always wait for the acknowledgement"),
+                  "the application can post its next receive before the answer comes (one the "
+                  "PML packed into our buffer completes so without a copy); 0 = always wait for "
+                  "the acknowledgement"),
     TUNE_RANGE_OR("train_copy", train_copy, OPAL_INFO_LVL_5, 2048, "0 (never)", 0, 0, 1, INT_MAX,
                   "kernel backend: a train of datagrams of at most this many bytes is copied "
                   "into one buffer (headers, payloads) for its UDP_SEGMENT send instead of "

@@ -499,7 +499,7 @@ uint32_t usnic_rel_tx_resend_all(struct usnic_rel *rel)
 static struct usnic_rel_seg *tx_newest(const struct usnic_rel *rel)
 {
     for (usnic_seq_t s = rel->tx.next - 1u; usnic_seq_gt(s, rel->tx.acked); s--) {
-        struct usnic_rel_seg *seg = rel->tx.win[s & (rel->tx.win_size - 1u)];
+        struct usnic_rel_seg *seg = usnic_rel_tx_at(rel, s);
         if (NULL != seg) {
             return seg;
         }
@@ -539,7 +539,7 @@ struct usnic_rel_seg *usnic_rel_tx_oldest(const struct usnic_rel *rel)
 {
     /* the oldest still held: slots a SACK released are skipped */
     for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.next); s++) {
-        struct usnic_rel_seg *seg = rel->tx.win[s & (rel->tx.win_size - 1u)];
+        struct usnic_rel_seg *seg = usnic_rel_tx_at(rel, s);
         if (NULL != seg) {
             return seg;
         }

@@ -257,6 +257,13 @@ static inline bool usnic_rel_tx_window_open(const struct usnic_rel *rel)
     return usnic_rel_tx_inflight(rel) < rel->tx.win_size;
 }
 
+/* The segment in the window's slot of seq (in [acked+1, next)), or NULL
+ * if it was released early (SACK). */
+static inline struct usnic_rel_seg *usnic_rel_tx_at(const struct usnic_rel *rel, usnic_seq_t seq)
+{
+    return rel->tx.win[seq & (rel->tx.win_size - 1u)];
+}
+
 /* Give seg the next sequence number and a window slot.  The window must be open. */
 usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg);
 

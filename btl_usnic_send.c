@@ -479,8 +479,6 @@ int usnic_progress_resends(usnic_module_t *module)
 void usnic_send_early(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
 {
     struct usnic_rel *rel = &ep->rel;
-    opal_free_list_item_t *copy;
-    uint8_t *to;
 
     if (USNIC_FRAG_LARGE != frag->kind || !frag->sent || 0 == frag->chunks_unacked ||
         0 == frag->data_len || frag->data_len > module->early_copy_max || !module->zero_copy ||
@@ -490,21 +488,22 @@ void usnic_send_early(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
         return;
     }
     for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.next); s++) {
-        struct usnic_rel_seg *r = rel->tx.win[s & (rel->tx.win_size - 1u)];
+        struct usnic_rel_seg *r = usnic_rel_tx_at(rel, s);
         if (NULL != r && usnic_seg_of(r)->posted) {
             return; /* a provider may still read the user's memory */
         }
     }
     if (NULL == frag->big_buf) {
         /* in the user's memory: resend from a copy of ours */
-        copy = usnic_buf_get(module, frag->data_len);
+        opal_free_list_item_t *copy = usnic_buf_get(module, frag->data_len);
+        uint8_t *to;
         if (NULL == copy) {
             return;
         }
         to = copy->ptr;
         memcpy(to, frag->data, frag->data_len);
         for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.next); s++) {
-            struct usnic_rel_seg *r = rel->tx.win[s & (rel->tx.win_size - 1u)];
+            struct usnic_rel_seg *r = usnic_rel_tx_at(rel, s);
             usnic_seg_t *seg = (NULL != r) ? usnic_seg_of(r) : NULL;
             if (NULL != seg && seg->frag == frag && 0 != seg->zc_len) {
                 seg->zc_ptr = to + ((const uint8_t *) seg->zc_ptr - frag->data);

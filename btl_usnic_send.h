@@ -39,8 +39,8 @@ int usnic_send_inline(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
 /* A new LARGE/PUT fragment: chunks go out now if nothing waits ahead of it;
  * whatever cannot go yet is queued. */
 void usnic_send_chunked(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
-/* After usnic_send_chunked: complete a fragment that went out whole from
- * the user's memory before its ACKs, with a copy, where that helps. */
+/* After usnic_send_chunked: complete a fragment that went out whole before
+ * its ACKs, where that helps (from the user's memory: with a copy). */
 void usnic_send_early(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
 /* Queue a fragment behind the endpoint's others. */
 void usnic_endpoint_enqueue(mca_btl_base_endpoint_t *ep, usnic_frag_t *frag);
