@@ -222,6 +222,7 @@ typedef struct usnic_module {
     uint64_t stream_copy_min; /* btl_usnic_stream_copy_min (0 = never) */
     uint64_t early_copy_max;  /* btl_usnic_early_copy_max (0 = never) */
     uint32_t train_copy;      /* btl_usnic_train_copy (0 = never) */
+    bool mac_lanes;           /* header MACs of a train, or of a GRO receive, computed together */
     struct {
         const uint8_t *dest; /* target of one of the last large PUTs */
         bool reused;         /* it had been a target before: copy through the cache */
@@ -257,6 +258,17 @@ typedef struct usnic_module {
      * tables listed here into their buffers (kernel backend: one batch of
      * receives). */
     bool rx_defer;
+    /* The header MACs of a coalesced receive's datagrams, computed
+     * together before they are processed (usnic_rx_macs_ahead): datagram
+     * i is at base + i * step; n = 0: none. */
+    struct {
+        const uint8_t *base;
+        size_t step;
+        unsigned n;
+        const struct usnic_sip_key *key; /* the sender's that they were computed under */
+        uint64_t tag[USNIC_TRAIN_MAX];
+        bool ok[USNIC_TRAIN_MAX];
+    } rx_macs;
     int n_deferred;
     struct usnic_reasm_table *deferred[USNIC_DEFER_TABLES];
     usnic_parked_t parked[USNIC_PARK_MAX];
@@ -322,6 +334,7 @@ typedef struct usnic_params {
     int stream_copy_min;   /* PUTs this large are copied past the caches; 0 = never */
     int early_copy_max;    /* sends completed before their ACK, at most (bytes; 0 = never) */
     int train_copy;        /* trains of datagrams this small go as one buffer (0 = never) */
+    int mac_lanes;         /* header MACs of trains 8 at a time with AVX-512 where the CPU has it */
     int auth;              /* enum usnic_auth_mode: what the keyed MAC covers */
     int checksum;          /* 1: CRC32C over header and payload */
     int want_numa;         /* bound processes prefer near devices (btl_usnic_hwloc.c) */

@@ -252,6 +252,140 @@ uint64_t usnic_sip_final(const struct usnic_sip_state *s)
     return sip_finish(&v);
 }
 
+/* ------------------------------------------------ eight messages at once */
+
+#if USNIC_AUTH_X86
+#define LANES_TARGET __attribute__((target("avx512f")))
+
+/* One SipRound in every lane (vprolq: a rotation is one instruction). */
+#define SIP_ROUND_X8(v0, v1, v2, v3)                                                               \
+    do {                                                                                           \
+        v0 = _mm512_add_epi64(v0, v1);                                                             \
+        v1 = _mm512_rol_epi64(v1, 13);                                                             \
+        v1 = _mm512_xor_si512(v1, v0);                                                             \
+        v0 = _mm512_rol_epi64(v0, 32);                                                             \
+        v2 = _mm512_add_epi64(v2, v3);                                                             \
+        v3 = _mm512_rol_epi64(v3, 16);                                                             \
+        v3 = _mm512_xor_si512(v3, v2);                                                             \
+        v0 = _mm512_add_epi64(v0, v3);                                                             \
+        v3 = _mm512_rol_epi64(v3, 21);                                                             \
+        v3 = _mm512_xor_si512(v3, v0);                                                             \
+        v2 = _mm512_add_epi64(v2, v1);                                                             \
+        v1 = _mm512_rol_epi64(v1, 17);                                                             \
+        v1 = _mm512_xor_si512(v1, v2);                                                             \
+        v2 = _mm512_rol_epi64(v2, 32);                                                             \
+    } while (0)
+
+/* n (1..8) messages: lane i hashes message i; lanes beyond n hash
+ * message 0 again, and their tags are not stored. */
+LANES_TARGET static void sip_x8(const struct usnic_sip_key *key, const uint8_t *msgs, size_t stride,
+                                size_t len, unsigned n, uint64_t *tags)
+{
+    uint64_t off[USNIC_SIP_LANES], out[USNIC_SIP_LANES];
+    __m512i v0 = _mm512_set1_epi64((long long) (key->k0 ^ 0x736f6d6570736575ull));
+    __m512i v1 = _mm512_set1_epi64((long long) (key->k1 ^ 0x646f72616e646f6dull));
+    __m512i v2 = _mm512_set1_epi64((long long) (key->k0 ^ 0x6c7967656e657261ull));
+    __m512i v3 = _mm512_set1_epi64((long long) (key->k1 ^ 0x7465646279746573ull));
+    __m512i idx, m;
+    size_t w, words = len / 8;
+
+    for (unsigned i = 0; i < USNIC_SIP_LANES; i++) {
+        off[i] = (i < n) ? i * stride : 0;
+    }
+    idx = _mm512_loadu_si512((const void *) off);
+    for (w = 0; w < words; w++) {
+        /* word w of every message, one in each lane */
+        m = _mm512_i64gather_epi64(idx, (const void *) (msgs + 8 * w), 1);
+        v3 = _mm512_xor_si512(v3, m);
+        SIP_ROUND_X8(v0, v1, v2, v3);
+        SIP_ROUND_X8(v0, v1, v2, v3);
+        v0 = _mm512_xor_si512(v0, m);
+    }
+    /* the last word: the remaining bytes, and the length's low byte on top */
+    m = _mm512_set1_epi64((long long) ((uint64_t) len << 56));
+    if (0 != (len & 7)) {
+        __m512i tail = _mm512_i64gather_epi64(idx, (const void *) (msgs + 8 * words), 1);
+        tail =
+            _mm512_and_si512(tail, _mm512_set1_epi64((long long) ((1ull << (8 * (len & 7))) - 1)));
+        m = _mm512_or_si512(m, tail);
+    }
+    v3 = _mm512_xor_si512(v3, m);
+    SIP_ROUND_X8(v0, v1, v2, v3);
+    SIP_ROUND_X8(v0, v1, v2, v3);
+    v0 = _mm512_xor_si512(v0, m);
+    v2 = _mm512_xor_si512(v2, _mm512_set1_epi64(0xff));
+    SIP_ROUND_X8(v0, v1, v2, v3);
+    SIP_ROUND_X8(v0, v1, v2, v3);
+    SIP_ROUND_X8(v0, v1, v2, v3);
+    SIP_ROUND_X8(v0, v1, v2, v3);
+    _mm512_storeu_si512((void *) out,
+                        _mm512_xor_si512(_mm512_xor_si512(v0, v1), _mm512_xor_si512(v2, v3)));
+    memcpy(tags, out, n * sizeof(*tags));
+}
+
+static bool cpu_has_lanes(void)
+{
+    unsigned eax, ebx, ecx, edx;
+
+    /* AVX-512 F, and an OS that saves the ZMM registers (XCR0 bits 1, 2, 5-7) */
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || 0 == (ecx & bit_OSXSAVE) ||
+        !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || 0 == (ebx & bit_AVX512F)) {
+        return false;
+    }
+    {
+        uint32_t lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        return 0xe6 == (lo & 0xe6);
+    }
+}
+#endif /* USNIC_AUTH_X86 */
+
+static int lanes_ok = -1; /* the CPU has them (-1: not asked yet) */
+static bool lanes_on;
+
+bool usnic_sip_lanes_available(void)
+{
+    if (lanes_ok < 0) {
+#if USNIC_AUTH_X86
+        lanes_ok = cpu_has_lanes();
+#else
+        lanes_ok = 0;
+#endif
+        lanes_on = lanes_ok;
+    }
+    return 1 == lanes_ok;
+}
+
+bool usnic_sip_lanes_on(void)
+{
+    return usnic_sip_lanes_available() && lanes_on;
+}
+
+bool usnic_sip_lanes_select(bool on)
+{
+    lanes_on = usnic_sip_lanes_available() && on;
+    return lanes_on;
+}
+
+void usnic_siphash24_lanes(const struct usnic_sip_key *key, const void *msgs, size_t stride,
+                           size_t len, unsigned n, uint64_t *tags)
+{
+    const uint8_t *p = msgs;
+    unsigned i = 0;
+
+#if USNIC_AUTH_X86
+    if (n >= USNIC_SIP_LANES_MIN && usnic_sip_lanes_on()) {
+        for (; i + USNIC_SIP_LANES_MIN <= n; i += USNIC_SIP_LANES) {
+            unsigned k = (n - i < USNIC_SIP_LANES) ? n - i : USNIC_SIP_LANES;
+            sip_x8(key, p + i * stride, stride, len, k, tags + i);
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        tags[i] = usnic_siphash24(key, p + i * stride, len);
+    }
+}
+
 uint64_t usnic_siphash24_pieces(const struct usnic_sip_key *key,
                                 const struct usnic_auth_piece *pieces, size_t npieces)
 {

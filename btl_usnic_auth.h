@@ -109,6 +109,28 @@ uint64_t usnic_sip_final(const struct usnic_sip_state *s);
 void usnic_sip_tag_store(uint8_t out[USNIC_SIP_TAG_BYTES], uint64_t tag);
 uint64_t usnic_sip_tag_load(const uint8_t in[USNIC_SIP_TAG_BYTES]);
 
+/*
+ * The tags of n messages of len bytes each under one key, all at once:
+ * message i at (const uint8_t *) msgs + i * stride, its tag into tags[i];
+ * exactly what n calls of usnic_siphash24() return.  Every message must be
+ * readable up to len rounded up to 8 bytes (the bytes beyond len are not
+ * hashed), and stride a multiple of 8.  Where the CPU has AVX-512, eight
+ * messages go through the rounds together, one in each 64-bit lane of a
+ * register: a train's headers cost about a fifth of hashing them one by
+ * one (docs/perf-kernel-backend.md, session 14).  Elsewhere, and for
+ * fewer than USNIC_SIP_LANES_MIN messages, one by one.
+ */
+#define USNIC_SIP_LANES 8
+#define USNIC_SIP_LANES_MIN 3
+void usnic_siphash24_lanes(const struct usnic_sip_key *key, const void *msgs, size_t stride,
+                           size_t len, unsigned n, uint64_t *tags);
+/* Whether the CPU has the lanes; whether they are in use; and a way to
+ * turn them off and on (tests, benchmarks, btl_usnic_mac_lanes): returns
+ * whether they are in use afterwards.  Not thread-safe. */
+bool usnic_sip_lanes_available(void);
+bool usnic_sip_lanes_on(void);
+bool usnic_sip_lanes_select(bool on);
+
 /* Whether a received tag is the expected one, in time independent of where
  * they differ (one 64-bit comparison, no early exit over bytes). */
 static inline bool usnic_sip_tag_equal(uint64_t a, uint64_t b)

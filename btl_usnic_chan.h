@@ -95,6 +95,15 @@ int usnic_module_rd_num(const usnic_module_t *module, bool few);
  * while module->rx_defer is set, until usnic_rx_defer_flush(). */
 void usnic_rx_datagram(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *buf,
                        size_t len);
+/* A coalesced receive of len bytes at buf, datagrams of step bytes but
+ * the last, about to go to usnic_rx_datagram() one by one: compute their
+ * header MACs together now (recv.c; nothing if they cannot be).  Call
+ * usnic_rx_macs_done() after the last. */
+void usnic_rx_macs_ahead(usnic_module_t *module, const uint8_t *buf, size_t len, size_t step);
+static inline void usnic_rx_macs_done(usnic_module_t *module)
+{
+    module->rx_macs.n = 0;
+}
 /* The same for a PUT chunk whose header is at hdr and whose payload the
  * kernel backend received elsewhere, into the PUT's target (direct
  * receive: btl_usnic_chan_kern.c). */
@@ -104,6 +113,9 @@ void usnic_rx_datagram(usnic_module_t *module, usnic_channel_t *chan, const uint
 void usnic_rx_defer_flush(usnic_module_t *module);
 void usnic_rx_datagram_split(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *hdr,
                              size_t hdr_len, const uint8_t *payload, size_t payload_len);
+/* The header MACs left for a train (send.c): before it is sent. */
+void usnic_train_seal(usnic_module_t *module, const struct mca_btl_base_endpoint_t *ep,
+                      struct usnic_seg *const segs[], int n);
 /* A datagram queued in a train that the kernel refused (send.c). */
 void usnic_train_failed(usnic_module_t *module, struct usnic_seg *seg);
 /* Mark a data datagram queued last in a train, shorter than the train's

@@ -394,10 +394,12 @@ static int rx_batch(usnic_module_t *module, usnic_channel_t *chan, const uint8_t
         usnic_rx_datagram(module, chan, buf, len);
         return 1;
     }
+    usnic_rx_macs_ahead(module, buf, len, step);
     for (size_t off = 0; off < len; off += step) {
         usnic_rx_datagram(module, chan, buf + off, (len - off < step) ? len - off : step);
         count++;
     }
+    usnic_rx_macs_done(module);
     return count;
 }
 
@@ -806,6 +808,7 @@ static void kern_train_flush(usnic_module_t *module, usnic_channel_t *chan)
         return;
     }
     chan->train.n = 0;
+    usnic_train_seal(module, chan->train.ep, chan->train.seg, n);
     if (n > 1 && chan->gso) {
         if (train_gather(module, chan, n, iov)) {
             k = 1;

@@ -64,6 +64,7 @@ typedef struct usnic_seg {
     uint8_t *buf;               /* super.ptr + prefix: where our header starts */
     void *desc;              /* FI_MR_LOCAL: fi_mr_desc() of the registration holding super.ptr */
     bool posted;             /* handed to the provider, completion not seen yet (fictx in use) */
+    bool seal_later;         /* in a train: its header MAC is computed when the train leaves */
     struct fi_context fictx; /* operation context handed to libfabric */
 } usnic_seg_t;
 OBJ_CLASS_DECLARATION(usnic_seg_t);

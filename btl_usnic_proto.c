@@ -227,6 +227,86 @@ static uint64_t pkt_mac(const uint8_t *buf, size_t len, const uint8_t *zc, size_
     return usnic_siphash24_pieces(key, pieces, n);
 }
 
+/* The most words a header MAC's input has outside an ACK (PUT: 76 bytes). */
+#define MAC_INPUT_WORDS                                                                            \
+    ((MAC_FIXED_BYTES + 8 + sizeof(struct usnic_put_hdr) + MAC_TAIL_BYTES + 8 + 7) / 8)
+
+/* The length of mac_input()'s output for a FRAG, CHUNK or PUT. */
+static size_t mac_input_len(unsigned type)
+{
+    size_t n = MAC_FIXED_BYTES + MAC_TAIL_BYTES;
+
+    if (USNIC_PKT_CHUNK == type || USNIC_PKT_PUT == type) {
+        n += 16; /* msg_len, offset */
+    }
+    return (USNIC_PKT_PUT == type) ? n + sizeof(struct usnic_put_hdr) : n;
+}
+
+void usnic_pkt_macs(const uint8_t *const bufs[], const size_t lens[], unsigned n,
+                    const struct usnic_sip_key *key, uint64_t tags[], bool ok[])
+{
+    /* a group: up to USNIC_SIP_LANES inputs of one length, side by side */
+    uint64_t in[USNIC_SIP_LANES][MAC_INPUT_WORDS];
+    uint64_t out[USNIC_SIP_LANES];
+    unsigned where[USNIC_SIP_LANES];
+    unsigned k = 0;
+    size_t m = 0;
+
+    for (unsigned i = 0; i <= n; i++) {
+        unsigned type = USNIC_PKT_ACK;
+        size_t need = 0, prefix_words;
+
+        if (i < n) {
+            ok[i] = false;
+            if (lens[i] >= sizeof(struct usnic_pkt_hdr)) {
+                type = ((const struct usnic_pkt_hdr *) bufs[i])->type;
+                need = usnic_pkt_hdr_len(type);
+            }
+            if (USNIC_PKT_ACK == type || 0 == need || lens[i] < need) {
+                continue;
+            }
+        }
+        if (0 != k && (i == n || USNIC_SIP_LANES == k || mac_input_len(type) != m)) {
+            usnic_siphash24_lanes(key, in, sizeof(in[0]), m, k, out);
+            for (unsigned j = 0; j < k; j++) {
+                tags[where[j]] = out[j];
+            }
+            k = 0;
+        }
+        if (i < n) {
+            m = mac_input(bufs[i], type, (uint8_t *) in[k], &prefix_words);
+            where[k++] = i;
+            ok[i] = true;
+        }
+    }
+}
+
+void usnic_pkt_seal_headers(uint8_t *const bufs[], const size_t lens[], unsigned n,
+                            const struct usnic_sip_key *key)
+{
+    enum {
+        GROUP = 64
+    };
+    uint64_t tags[GROUP];
+    bool ok[GROUP];
+
+    for (unsigned b = 0; b < n; b += GROUP) {
+        unsigned k = (n - b < GROUP) ? n - b : GROUP;
+
+        usnic_pkt_macs((const uint8_t *const *) (bufs + b), lens + b, k, key, tags, ok);
+        for (unsigned j = 0; j < k; j++) {
+            struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) bufs[b + j];
+
+            if (ok[j]) {
+                hdr->mac = tags[j];
+                hdr->crc = 0;
+            } else {
+                usnic_pkt_seal(bufs[b + j], lens[b + j], NULL, 0, key, NULL, 1, false);
+            }
+        }
+    }
+}
+
 /* CRC32C of everything but the crc field. */
 static uint32_t pkt_crc(const uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len)
 {

@@ -284,6 +284,27 @@ void usnic_pkt_seal(uint8_t *buf, size_t len, const uint8_t *zc, size_t zc_len,
                     bool crc);
 
 /*
+ * The header MACs (auth header) of n datagrams under one key, computed
+ * together (usnic_siphash24_lanes): tags[i] is what usnic_pkt_seal() with
+ * auth header writes into datagram i's mac field, and what
+ * usnic_pkt_verify() expects there.  lens[i] is how many bytes of
+ * datagram i may be read.  ok[i] is false where the tag was not computed:
+ * an ACK (its SACK words vary; sealed and checked one by one), or a buffer
+ * too short for its type's headers.  Nothing is checked beyond that: a
+ * received datagram still goes through usnic_pkt_parse(), which must
+ * accept it before its tag means anything.
+ */
+void usnic_pkt_macs(const uint8_t *const bufs[], const size_t lens[], unsigned n,
+                    const struct usnic_sip_key *key, uint64_t tags[], bool ok[]);
+
+/* Seal n datagrams (auth header, no CRC) to one peer with usnic_pkt_macs():
+ * the same mac and crc fields as usnic_pkt_seal() writes, datagram by
+ * datagram.  Their headers must be final; lens[i]: the bytes of datagram
+ * i at bufs[i] (headers, and for an ACK its SACK words). */
+void usnic_pkt_seal_headers(uint8_t *const bufs[], const size_t lens[], unsigned n,
+                            const struct usnic_sip_key *key);
+
+/*
  * Check a received, parsed datagram of len bytes at buf against the
  * sender's secret and the connection's settings: USNIC_PKT_OK,
  * USNIC_DROP_CHECKSUM or USNIC_DROP_AUTH.  The buffer is only read; memo

@@ -426,15 +426,60 @@ static void park(usnic_module_t *module, const uint8_t *buf, size_t len)
     module->stats.parked++;
 }
 
+void usnic_rx_macs_ahead(usnic_module_t *module, const uint8_t *buf, size_t len, size_t step)
+{
+    const struct usnic_pkt_hdr *hdr = (const struct usnic_pkt_hdr *) buf;
+    const uint8_t *bufs[USNIC_TRAIN_MAX];
+    size_t lens[USNIC_TRAIN_MAX];
+    mca_btl_base_endpoint_t *ep;
+    unsigned n = 0;
+
+    module->rx_macs.n = 0;
+    if (!module->mac_lanes || 0 == step || len < sizeof(*hdr) || len < USNIC_SIP_LANES_MIN * step) {
+        return;
+    }
+    /* the sender its first datagram names (a coalesced receive comes from
+     * one address); the dispatch uses a tag only for a datagram whose own
+     * lookup finds the same key */
+    ep = usnic_endpoint_for_key(module, hdr->sender_key);
+    if (NULL == ep || ep->dead || USNIC_AUTH_HEADER != ep->auth || ep->crc) {
+        return;
+    }
+    for (size_t off = 0; off < len && n < USNIC_TRAIN_MAX; off += step) {
+        bufs[n] = buf + off;
+        lens[n++] = (len - off < step) ? len - off : step;
+    }
+    usnic_pkt_macs(bufs, lens, n, &ep->rx_mac_key, module->rx_macs.tag, module->rx_macs.ok);
+    module->rx_macs.base = buf;
+    module->rx_macs.step = step;
+    module->rx_macs.key = &ep->rx_mac_key;
+    module->rx_macs.n = n;
+    module->stats.macs_rx_lanes += n;
+}
+
 static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t len,
                            const uint8_t *payload)
 {
+    const struct usnic_sip_key *mac_key = NULL;
+    uint64_t mac_tag = 0;
+
+    if (0 != module->rx_macs.n && (uintptr_t) buf >= (uintptr_t) module->rx_macs.base) {
+        /* one of the coalesced receive's datagrams, where it arrived */
+        size_t at = (size_t) ((uintptr_t) buf - (uintptr_t) module->rx_macs.base);
+        size_t i = at / module->rx_macs.step;
+        if (i < module->rx_macs.n && i * module->rx_macs.step == at && module->rx_macs.ok[i]) {
+            mac_key = module->rx_macs.key;
+            mac_tag = module->rx_macs.tag[i];
+        }
+    }
     const struct usnic_rx_params p = {
         .max_msg_len = module->max_msg_len,
         .now = module->now_us,
         .lane = module->rx_from.lane,
         .payload = payload,
         .defer = module->rx_defer && module->n_deferred < USNIC_DEFER_TABLES,
+        .mac_key = mac_key,
+        .mac_tag = mac_tag,
     };
 
     enum usnic_drop_reason why = usnic_rx_dispatch(&btl_rx_ops, module, buf, len, &p);

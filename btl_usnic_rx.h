@@ -105,6 +105,11 @@ struct usnic_rx_params {
      * the tables that ops->deferred named: a chunk may be left there
      * (deferred chunks, btl_usnic_reasm.h). */
     bool defer;
+    /* The datagram's header MAC computed ahead under mac_key (with other
+     * datagrams': usnic_pkt_macs), NULL: none.  Used only where the
+     * connection's key is mac_key and it takes auth header alone. */
+    const struct usnic_sip_key *mac_key;
+    uint64_t mac_tag;
 };
 
 /* Hand every fragment that is complete and next in order to the PML. */
@@ -176,7 +181,13 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
         ops->drop(t, c.ep, USNIC_DROP_AUTH);
         return USNIC_DROP_AUTH;
     }
-    if (c.crc || 0 != c.auth) {
+    if (NULL != p->mac_key && p->mac_key == c.key && 1 == c.auth && !c.crc) {
+        why = usnic_sip_tag_equal(hdr->mac, p->mac_tag) ? USNIC_PKT_OK : USNIC_DROP_AUTH;
+        if (USNIC_PKT_OK != why) {
+            ops->drop(t, c.ep, why);
+            return why;
+        }
+    } else if (c.crc || 0 != c.auth) {
         /* (not the padding: the MAC and CRC end with the payload) */
         why = usnic_pkt_verify((const uint8_t *) buf, v.len, c.key, c.memo, c.auth, c.crc);
         if (USNIC_PKT_OK != why) {

@@ -65,8 +65,42 @@ static size_t corrupt(usnic_module_t *module, usnic_seg_t *seg, uint8_t *mask)
     return at + 1;
 }
 
+/* Is the header MAC of a datagram that is about to join ep's train on chan
+ * left for the train to compute with the others' (auth header, the lanes
+ * in use, no checksum, no corruption to inject after the MAC)? */
+static inline bool seal_later(const usnic_module_t *module, const mca_btl_base_endpoint_t *ep,
+                              const usnic_channel_t *chan)
+{
+    return module->mac_lanes && module->batching && USNIC_AUTH_HEADER == ep->auth && !ep->crc &&
+           chan->gso && NULL != module->backend->train_add && !(module->fault.corrupt_rate > 0.0);
+}
+
+/* The header MACs of the n datagrams of a train to ep that were left for
+ * it (seal_later), computed together; called by the backend's train_flush
+ * before anything of the train is sent. */
+void usnic_train_seal(usnic_module_t *module, const mca_btl_base_endpoint_t *ep,
+                      usnic_seg_t *const segs[], int n)
+{
+    uint8_t *bufs[USNIC_TRAIN_MAX];
+    size_t lens[USNIC_TRAIN_MAX];
+    unsigned k = 0;
+
+    for (int i = 0; i < n && i < USNIC_TRAIN_MAX; i++) {
+        if (segs[i]->seal_later) {
+            segs[i]->seal_later = false;
+            bufs[k] = segs[i]->buf;
+            lens[k++] = segs[i]->hdr_len;
+        }
+    }
+    if (0 != k) {
+        usnic_pkt_seal_headers(bufs, lens, k, &ep->tx_mac_key);
+        module->stats.macs_tx_lanes += k;
+    }
+}
+
 /* Hand one datagram to ep's peer on channel cid, its MAC and checksum
- * computed now (its header is final).  OPAL_ERR_RESOURCE_BUSY: try later. */
+ * computed now (its header is final) or, in a train, when the train
+ * leaves.  OPAL_ERR_RESOURCE_BUSY: try later. */
 static int post(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
                 enum usnic_channel_id cid)
 {
@@ -85,7 +119,10 @@ static int post(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t
     if (OPAL_UNLIKELY(module->link_down)) {
         ((struct usnic_pkt_hdr *) seg->buf)->flags |= USNIC_PKT_FLAG_LINK_DOWN;
     }
-    if (0 != ep->auth || ep->crc) {
+    /* joining a train, its MAC may be computed with the others' when the
+     * train leaves (usnic_train_seal) */
+    seg->seal_later = seal_later(module, ep, chan);
+    if (!seg->seal_later && (0 != ep->auth || ep->crc)) {
         usnic_pkt_seal(seg->buf, seg->hdr_len, seg->zc_ptr, seg->zc_len, &ep->tx_mac_key,
                        &ep->tx_mac_memo, ep->auth, ep->crc);
     }
@@ -281,7 +318,7 @@ bool usnic_train_pad(usnic_module_t *module, usnic_seg_t *seg, const mca_btl_bas
         return false; /* an ACK is exactly its length */
     }
     hdr->flags |= USNIC_PKT_FLAG_PAD;
-    if (0 != ep->auth || ep->crc) {
+    if (!seg->seal_later && (0 != ep->auth || ep->crc)) {
         /* without the memo: the flag is among the words it keeps, and the
          * datagrams after this one go without it */
         usnic_pkt_seal(seg->buf, seg->hdr_len, seg->zc_ptr, seg->zc_len, &ep->tx_mac_key, NULL,

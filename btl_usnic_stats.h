@@ -62,7 +62,10 @@
     X(tx_connected, "kernel backend: sends on a socket connected to the peer (no route lookup)")   \
     X(trains_copied, "kernel backend: trains copied into one buffer (btl_usnic_train_copy)")       \
     X(early_copies, "chunked sends completed before their ACK, their data copied from user "       \
-                    "memory or already packed (btl_usnic_early_copy_max)")
+                    "memory or already packed (btl_usnic_early_copy_max)")                         \
+    X(macs_tx_lanes, "header MACs of sent trains computed 8 at a time (btl_usnic_mac_lanes)")      \
+    X(macs_rx_lanes, "header MACs of received GRO batches checked against tags computed 8 at a "   \
+                     "time (btl_usnic_mac_lanes)")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;

@@ -28,6 +28,10 @@
 #      the same with 2% drops, 1% duplicates and 2% reordering injected,
 #      once with the trains copied together and once handed to the kernel
 #      as a piece per header, payload and padding (btl_usnic_train_copy 0)
+#      and with their header MACs computed one by one (btl_usnic_mac_lanes
+#      0: macs_tx_lanes = macs_rx_lanes = 0); in a., where the CPU has
+#      AVX-512, the MACs of trains and coalesced receives are computed 8 at
+#      a time (macs_tx_lanes > 0, macs_rx_lanes > 0), elsewhere never
 #   e. btl_usnic_direct_recv 0: trains, but no chunk received straight
 #      into its target (a., c. and f. receive them so: rx_direct > 0; b.'s
 #      injected faults take the whole-datagram path; t_hostile and
@@ -49,6 +53,12 @@ if check_run "gso: trains" $? 2 "$floor" && $kernel; then
     each_rank "gso: trains copied into one buffer" trains_copied -gt 0
     each_rank "gso: coalesced receives" gro_batches -gt 0
     each_rank "gso: PUT chunks received in place (direct receive)" rx_direct -gt 0
+    if grep -qw avx512f /proc/cpuinfo; then
+        each_rank "gso: header MACs of trains computed 8 at a time" macs_tx_lanes -gt 0
+        each_rank "gso: header MACs of coalesced receives computed 8 at a time" macs_rx_lanes -gt 0
+    else
+        each_rank "gso: no AVX-512, header MACs one by one" macs_tx_lanes -eq 0
+    fi
 fi
 
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_debug_drop_rate 0.02 --mca btl_usnic_debug_seed 7" \
@@ -144,12 +154,14 @@ if check_run "gso: trains across messages, loss, duplicates, reordering" $? 2 "$
     each_rank "gso: trains across messages under faults, resent" retrans -gt 0
     $kernel && each_rank "gso: trains across messages under faults, padded" gso_pads -gt 0
 fi
-EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_train_copy 0 --mca btl_usnic_debug_seed 17
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_train_copy 0 --mca btl_usnic_mac_lanes 0 --mca btl_usnic_debug_seed 17
     --mca btl_usnic_debug_drop_rate 0.02 --mca btl_usnic_debug_dup_rate 0.01
     --mca btl_usnic_debug_reorder_rate 0.02" run_mpi 2 "$BIN" -n $mn
 if check_run "gso: trains in pieces, loss, duplicates, reordering" $? 2 "$mfloor" && $kernel; then
     each_rank "gso: train_copy 0, trains sent" gso_trains -gt 0
     each_rank "gso: train_copy 0, padded" gso_pads -gt 0
     each_rank "gso: train_copy 0, nothing copied" trains_copied -eq 0
+    each_rank "gso: mac_lanes 0, header MACs one by one (sent)" macs_tx_lanes -eq 0
+    each_rank "gso: mac_lanes 0, header MACs one by one (received)" macs_rx_lanes -eq 0
 fi
 finish

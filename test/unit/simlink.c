@@ -1034,13 +1034,32 @@ static const struct usnic_rx_ops sim_rx_ops = {
 
 static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size_t len, bool defer)
 {
+    static const struct usnic_sip_key other_key = {0x0123456789abcdefull, 0xfedcba9876543210ull};
+    const struct usnic_sip_key *mac_key = NULL;
+    uint64_t mac_tag = 0;
+    struct usnic_pkt_view v;
+
+    if (0 != s->cfg.mac_ahead) {
+        const struct sim_ep *peer = &s->ep[1 - (ep - s->ep)];
+        const uint8_t *b[1] = {buf};
+        size_t l[1] = {len};
+        bool ok = false;
+
+        usnic_pkt_macs(b, l, 1, &peer->mac_key, &mac_tag, &ok);
+        if (ok) {
+            mac_key = (3 == s->cfg.mac_ahead) ? &other_key : &peer->mac_key;
+            mac_tag ^= (2 == s->cfg.mac_ahead) ? 1u : (3 == s->cfg.mac_ahead) ? ~0ull : 0u;
+            ep->st.rx_macs_ahead++;
+        }
+    }
     const struct usnic_rx_params p = {
         .max_msg_len = s->cfg.max_msg_len,
         .now = s->now,
         .lane = 0, /* one lane: the link keeps the order of what it does not reorder */
         .defer = defer,
+        .mac_key = mac_key,
+        .mac_tag = mac_tag,
     };
-    struct usnic_pkt_view v;
 
     ep->st.rx_pkts++;
     if (USNIC_PKT_OK == usnic_pkt_parse(buf, len, s->cfg.max_msg_len, &v) &&

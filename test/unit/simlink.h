@@ -131,6 +131,10 @@ struct sim_cfg {
     unsigned sack_words;      /* words of a SACK at most (1 .. USNIC_SACK_WORDS_MAX) */
     bool defer; /* arrivals come in batches whose datagrams stay in place until the batch
                    ends (1-16 arrivals): chunks may be deferred (btl_usnic_reasm.h) */
+    /* header MACs handed to the dispatch computed ahead (usnic_rx_params.mac_key,
+     * usnic_pkt_macs): 0 none; 1 right; 2 one bit off, under the connection's key;
+     * 3 garbage under another key (the dispatch must not use it) */
+    int mac_ahead;
 };
 
 struct sim_msg {
@@ -177,6 +181,7 @@ struct sim_ep_stats {
     uint64_t rx_pkts;        /* datagrams received */
     uint64_t rx_acks;        /* ACK packets accepted */
     uint64_t rx_ack_reqs;    /* packets that asked for an immediate ACK */
+    uint64_t rx_macs_ahead;  /* data packets whose MAC came computed ahead (cfg.mac_ahead) */
     uint64_t rx_accepted;    /* data packets committed */
     uint64_t delivered;      /* messages delivered (SEND completed or PUT completed) */
     uint64_t delivered_bytes;

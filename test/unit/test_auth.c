@@ -346,6 +346,56 @@ static void test_sip_memo(void)
           "siphash24 memo: edge cases are plain SipHash", "different tag");
 }
 
+/* n messages at once: exactly the tags of one by one, with the lanes and
+ * without, for every count of messages and every length up to 96 bytes;
+ * the bytes beyond each message's length (read, not hashed) are random. */
+static void test_sip_lanes(void)
+{
+    enum {
+        MAXN = 21,
+        STRIDE = 104
+    };
+    static uint8_t msgs[MAXN * STRIDE];
+    struct usnic_sip_key key;
+    uint8_t kb[16];
+    uint64_t tags[MAXN + 1];
+    long bad = -1, cases = 0;
+    bool have = usnic_sip_lanes_available();
+
+    for (int pass = 0; pass < 2; pass++) {
+        bool on = usnic_sip_lanes_select(0 == pass);
+        bad = -1;
+
+        check(on == (0 == pass && have),
+              "siphash24 lanes: selected as asked where the CPU has them",
+              "on %d, pass %d, available %d", (int) on, pass, (int) have);
+        for (long i = 0; i < 3000 && bad < 0; i++) {
+            unsigned n = (unsigned) (rnd() % (MAXN + 1));
+            size_t len = (size_t) (rnd() % 97);
+
+            fill_random(kb, sizeof(kb));
+            usnic_sip_key_load(&key, kb);
+            fill_random(msgs, sizeof(msgs));
+            tags[n] = 0x5a5a5a5a5a5a5a5aull; /* not written past n */
+            usnic_siphash24_lanes(&key, msgs, STRIDE, len, n, tags);
+            for (unsigned j = 0; j < n && bad < 0; j++) {
+                if (tags[j] != usnic_siphash24(&key, msgs + j * STRIDE, len)) {
+                    bad = i;
+                }
+            }
+            if (tags[n] != 0x5a5a5a5a5a5a5a5aull) {
+                bad = i;
+            }
+            cases++;
+        }
+        check(bad < 0, "siphash24 lanes: the tags of one by one, for 0-21 messages of 0-96 bytes",
+              "case %ld (lanes %s)", bad, on ? "on" : "off");
+    }
+    usnic_sip_lanes_select(true);
+    printf("# siphash24 lanes: %s on this CPU (%ld cases)\n",
+           have ? "AVX-512, tested with and without" : "absent, one by one tested", cases);
+}
+
 static void test_sip_misc(void)
 {
     uint8_t b[8], c[8];
@@ -618,6 +668,7 @@ int main(void)
     test_sip_vectors();
     test_sip_pieces();
     test_sip_memo();
+    test_sip_lanes();
     test_sip_misc();
     test_crc();
     return check_summary("test_auth");

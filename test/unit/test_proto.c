@@ -1768,6 +1768,137 @@ static void test_mac(void)
 
 /* Parse: bytes after the payload are allowed only with USNIC_PKT_FLAG_PAD,
  * only on data datagrams, and never in place of the payload. */
+/*
+ * Header MACs of a train at once (usnic_pkt_macs, usnic_pkt_seal_headers):
+ * random trains of FRAGs, CHUNKs, PUTs and ACKs, in runs and mixed, with
+ * random header fields, with the lanes and without.  Every tag must be
+ * usnic_pkt_seal()'s, every ACK and short buffer must be left to the one by
+ * one path, and a sealed train must verify; one flipped header bit must
+ * fail.
+ */
+static void test_mac_lanes(void)
+{
+    enum {
+        N = 48,
+        W = 40
+    };
+    static uint64_t bufs[N][W], want[N][W];
+    const uint8_t *rb[N];
+    uint8_t *wb[N];
+    size_t lens[N];
+    uint64_t tags[N];
+    bool ok[N];
+    uint8_t kb[16], pay[64];
+    struct usnic_sip_key key;
+    long bad = -1, cases = 0, acks = 0, shorts = 0;
+    struct sim_rng rng;
+    static const unsigned types[] = {USNIC_PKT_FRAG, USNIC_PKT_CHUNK, USNIC_PKT_PUT, USNIC_PKT_ACK};
+
+    check_seed = 0x1a4e5;
+    sim_rng_seed(&rng, check_seed);
+    for (int pass = 0; pass < 2; pass++) {
+        bool on = usnic_sip_lanes_select(0 == pass);
+        bad = -1;
+
+        for (long c = 0; c < 400 && bad < 0; c++) {
+            unsigned n = (unsigned) (sim_rng_next(&rng) % (N + 1));
+            unsigned run_type = types[sim_rng_next(&rng) % 3];
+
+            for (int i = 0; i < 16; i++) {
+                kb[i] = (uint8_t) sim_rng_next(&rng);
+            }
+            usnic_sip_key_load(&key, kb);
+            for (unsigned i = 0; i < n; i++) {
+                unsigned type =
+                    (0 == sim_rng_next(&rng) % 4) ? types[sim_rng_next(&rng) % 4] : run_type;
+                struct usnic_chunk_hdr ch = chunk_hdr(100000, 1400 * (sim_rng_next(&rng) % 60));
+                struct usnic_put_hdr ph = put_hdr(sim_rng_next(&rng), sim_rng_next(&rng) % 4096);
+                uint32_t plen = (USNIC_PKT_ACK == type)
+                                    ? 8 * (uint32_t) (sim_rng_next(&rng) % 3)
+                                    : (uint32_t) (sim_rng_next(&rng) % sizeof(pay));
+                unsigned flags = (USNIC_PKT_ACK == type && 0 != plen)
+                                     ? USNIC_PKT_FLAG_ACK | USNIC_PKT_FLAG_SACK
+                                     : USNIC_PKT_FLAG_ACK;
+                struct usnic_pkt_hdr *h;
+
+                for (size_t k = 0; k < sizeof(pay); k++) {
+                    pay[k] = (uint8_t) sim_rng_next(&rng);
+                }
+                lens[i] = mk(bufs[i], type, flags,
+                             (USNIC_PKT_FRAG == type || USNIC_PKT_ACK == type) ? NULL : &ch,
+                             (USNIC_PKT_PUT == type) ? &ph : NULL, pay, plen);
+                h = H(bufs[i]);
+                h->seq = (uint32_t) sim_rng_next(&rng);
+                h->ack_seq = (uint32_t) sim_rng_next(&rng);
+                h->ts = (uint32_t) sim_rng_next(&rng);
+                h->msg_id = (uint32_t) sim_rng_next(&rng);
+                if (0 == sim_rng_next(&rng) % 16) {
+                    lens[i] = sim_rng_next(&rng) % lens[i]; /* cut short: not for the lanes */
+                }
+                memcpy(want[i], bufs[i], sizeof(bufs[i]));
+                if (lens[i] >= usnic_pkt_mac_hdr_len(type, h->payload_len)) {
+                    usnic_pkt_seal((uint8_t *) want[i], lens[i], NULL, 0, &key, NULL, 1, false);
+                }
+                rb[i] = (const uint8_t *) bufs[i];
+                wb[i] = (uint8_t *) bufs[i];
+            }
+            usnic_pkt_macs(rb, lens, n, &key, tags, ok);
+            for (unsigned i = 0; i < n && bad < 0; i++) {
+                const struct usnic_pkt_hdr *h = H(bufs[i]);
+                size_t need = usnic_pkt_hdr_len(h->type);
+                bool want_ok =
+                    (lens[i] >= sizeof(*h) && USNIC_PKT_ACK != h->type && lens[i] >= need);
+
+                acks += (USNIC_PKT_ACK == h->type);
+                shorts += (lens[i] < need);
+                if (ok[i] != want_ok || (ok[i] && tags[i] != H(want[i])->mac)) {
+                    bad = c;
+                }
+            }
+            /* sealing in place: the same bytes as one by one (full headers only) */
+            for (unsigned i = 0; i < n; i++) {
+                if (lens[i] < usnic_pkt_mac_hdr_len(H(bufs[i])->type, H(bufs[i])->payload_len)) {
+                    lens[i] = 0; /* (the sender never has these) */
+                    memcpy(bufs[i], want[i], sizeof(bufs[i]));
+                }
+            }
+            {
+                unsigned m = 0;
+                uint8_t *sb[N];
+                size_t sl[N];
+                for (unsigned i = 0; i < n; i++) {
+                    if (0 != lens[i]) {
+                        sb[m] = wb[i];
+                        sl[m++] = lens[i];
+                    }
+                }
+                usnic_pkt_seal_headers(sb, sl, m, &key);
+            }
+            for (unsigned i = 0; i < n && bad < 0; i++) {
+                if (0 != memcmp(bufs[i], want[i], sizeof(bufs[i])) ||
+                    (0 != lens[i] &&
+                     USNIC_PKT_OK != usnic_pkt_verify(wb[i], lens[i], &key, NULL, 1, false))) {
+                    bad = c;
+                }
+            }
+            if (n > 0 && 0 != lens[0] && bad < 0) {
+                wb[0][20 + sim_rng_next(&rng) % 4] ^= 0x10; /* seq */
+                if (USNIC_PKT_OK == usnic_pkt_verify(wb[0], lens[0], &key, NULL, 1, false)) {
+                    bad = c;
+                }
+            }
+            cases++;
+        }
+        check(
+            bad < 0,
+            "header MACs of a train at once: usnic_pkt_seal()'s tags, ACKs and short buffers left out",
+            "case %ld (lanes %s)", bad, on ? "on" : "off");
+    }
+    usnic_sip_lanes_select(true);
+    check(acks > 100 && shorts > 20, "header MACs at once: ACKs and short buffers among the cases",
+          "%ld ACKs, %ld short", acks, shorts);
+}
+
 static void test_pad_parse(void)
 {
     uint64_t buf[BUFW];
@@ -1927,6 +2058,61 @@ static void test_pad_rx_path(void)
         sim_fini(&s);
     }
     free(c);
+}
+
+/*
+ * The receive dispatch with header MACs computed ahead (a coalesced
+ * receive's, usnic_rx_params.mac_key): right tags deliver everything
+ * under loss, duplication and reordering; a tag one bit off under the
+ * connection's key lets nothing through (drop_AUTH); a tag under another
+ * key is not used, the datagram is checked as usual and gets through.
+ */
+static void test_mac_ahead_rx(void)
+{
+    char why[512], sum[512];
+    struct sim_cfg cfg;
+    struct sim s;
+    int rc;
+
+    for (int mode = 1; mode <= 3; mode++) {
+        check_seed = 0xa4ead0 + (uint64_t) mode;
+        sim_cfg_default(&cfg);
+        cfg.seed = check_seed;
+        cfg.auth = 1;
+        cfg.mac_ahead = mode;
+        cfg.crc = false; /* (tags computed ahead are for auth header alone) */
+        if (2 != mode) {
+            cfg.loss = 0.03;
+            cfg.dup = 0.02;
+            cfg.reorder = 0.05;
+            cfg.defer = true;
+        }
+        sim_init(&s, &cfg);
+        for (int m = 0; m < ((2 == mode) ? 5 : 80); m++) {
+            uint64_t len = 1 + sim_rng_below(&s.rng, (m % 3) ? 3000 : 40000);
+            sim_send(&s, (m % 4) ? SIM_A : SIM_B, len, (uint8_t) (m & 0x7f));
+        }
+        if (2 == mode) {
+            (void) sim_run(&s, 200ull * 1000000ull); /* nothing can get through */
+            check(0 == s.ep[1].st.delivered && s.ep[1].st.rx_macs_ahead > 5 &&
+                      s.ep[1].drops[USNIC_DROP_AUTH] == s.ep[1].st.rx_macs_ahead,
+                  "mac_ahead/wrong_tag_dropped",
+                  "delivered=%" PRIu64 " ahead=%" PRIu64 " AUTH=%" PRIu64, s.ep[1].st.delivered,
+                  s.ep[1].st.rx_macs_ahead, s.ep[1].drops[USNIC_DROP_AUTH]);
+        } else {
+            rc = sim_run(&s, 20000ull * 1000000ull);
+            why[0] = '\0';
+            rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : -1;
+            sim_summary(&s, sum, sizeof(sum));
+            check(0 == rc && s.ep[1].st.rx_macs_ahead > 100 &&
+                      0 == s.ep[1].drops[USNIC_DROP_AUTH] && 0 == s.ep[0].drops[USNIC_DROP_AUTH],
+                  1 == mode ? "mac_ahead/right_tags_deliver_under_faults"
+                            : "mac_ahead/other_key_ignored_checked_as_usual",
+                  "rc=%d ahead=%" PRIu64 " AUTH=%" PRIu64 " %s %s", rc, s.ep[1].st.rx_macs_ahead,
+                  s.ep[1].drops[USNIC_DROP_AUTH], why, sum);
+        }
+        sim_fini(&s);
+    }
 }
 
 static void test_names(void)
@@ -2267,6 +2453,8 @@ int main(void)
     test_dump();
     test_names();
     test_mac();
+    test_mac_lanes();
+    test_mac_ahead_rx();
     test_pad_parse();
     test_pad_rx_path();
     test_fuzz();
