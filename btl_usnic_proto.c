@@ -245,10 +245,14 @@ static size_t mac_input_len(unsigned type)
 void usnic_pkt_macs(const uint8_t *const bufs[], const size_t lens[], unsigned n,
                     const struct usnic_sip_key *key, uint64_t tags[], bool ok[])
 {
-    /* a group: up to USNIC_SIP_LANES inputs of one length, side by side */
-    uint64_t in[USNIC_SIP_LANES][MAC_INPUT_WORDS];
-    uint64_t out[USNIC_SIP_LANES];
-    unsigned where[USNIC_SIP_LANES];
+    /* a run: up to RUN inputs of one length, side by side (hashed
+     * together: their shared first words once) */
+    enum {
+        RUN = 64
+    };
+    uint64_t in[RUN][MAC_INPUT_WORDS];
+    uint64_t out[RUN];
+    unsigned where[RUN];
     unsigned k = 0;
     size_t m = 0;
 
@@ -266,7 +270,7 @@ void usnic_pkt_macs(const uint8_t *const bufs[], const size_t lens[], unsigned n
                 continue;
             }
         }
-        if (0 != k && (i == n || USNIC_SIP_LANES == k || mac_input_len(type) != m)) {
+        if (0 != k && (i == n || RUN == k || mac_input_len(type) != m)) {
             usnic_siphash24_lanes(key, in, sizeof(in[0]), m, k, out);
             for (unsigned j = 0; j < k; j++) {
                 tags[where[j]] = out[j];

@@ -11,7 +11,11 @@
  * new PUT would; "pingpong": 8-byte FRAGs of a ping-pong, each carrying the
  * ACK of the last one received (seq, ack_seq, ts, ts_echo and msg_id move
  * on every time).  Before timing, every tag sealed with the memo is
- * checked against the tag sealed without it.  Prints the best (lowest)
+ * checked against the tag sealed without it.  The put train also sealed
+ * at once, as the BTL seals a train when it leaves
+ * (usnic_pkt_seal_headers): in AVX-512 lanes where the CPU has them
+ * ("lanes") and one by one without the memo ("at once, 1 by 1"); its tags
+ * are checked against usnic_pkt_seal()'s first.  Prints the best (lowest)
  * and the median of the rounds, in ns per datagram.
  */
 #include <stdio.h>
@@ -93,7 +97,9 @@ int main(int argc, char **argv)
     struct usnic_sip_memo memo;
     int rounds = 9, opt;
     long iters = 20000;
-    double t[2][2][MAXROUNDS];
+    double t[2][2][MAXROUNDS], tl[2][MAXROUNDS];
+    uint8_t *tb[TRAIN];
+    size_t tlen[TRAIN];
     static const char *pattern[2] = {"put train", "pingpong"};
 
     while ((opt = getopt(argc, argv, "r:n:")) != -1) {
@@ -124,6 +130,25 @@ int main(int argc, char **argv)
             fprintf(stderr, "trainmac: chunk %d: tag %016llx with the memo, %016llx without\n", i,
                     (unsigned long long) memoed, (unsigned long long) plain);
             return 1;
+        }
+    }
+    for (int i = 0; i < TRAIN; i++) {
+        tb[i] = (uint8_t *) bufs[i];
+        tlen[i] = USNIC_HDR_LEN_PUT;
+    }
+    for (int l = 0; l < 2; l++) {
+        uint64_t want[TRAIN];
+        for (int i = 0; i < TRAIN; i++) {
+            want[i] = ((struct usnic_pkt_hdr *) bufs[i])->mac;
+            ((struct usnic_pkt_hdr *) bufs[i])->mac = 0;
+        }
+        usnic_sip_lanes_select(0 == l);
+        usnic_pkt_seal_headers(tb, tlen, TRAIN, &key);
+        for (int i = 0; i < TRAIN; i++) {
+            if (want[i] != ((struct usnic_pkt_hdr *) bufs[i])->mac) {
+                fprintf(stderr, "trainmac: chunk %d: the train sealed at once differs\n", i);
+                return 1;
+            }
         }
     }
     if (TRAIN - 1 != memo.hits) {
@@ -159,7 +184,19 @@ int main(int argc, char **argv)
                 t[p][m][r] = 1e9 * (now_s() - t0) / (double) n;
             }
         }
+        for (int l = 0; l < 2; l++) {
+            double t0;
+            long n = 0;
+
+            usnic_sip_lanes_select(0 == l);
+            t0 = now_s();
+            for (long it = 0; it < iters / TRAIN + 1; it++, n += TRAIN) {
+                usnic_pkt_seal_headers(tb, tlen, TRAIN, &key);
+            }
+            tl[l][r] = 1e9 * (now_s() - t0) / (double) n;
+        }
     }
+    usnic_sip_lanes_select(true);
     printf("# trainmac: header MAC (SipHash-2-4, protocol %d) per datagram, ns; %d rounds of %ld\n",
            USNIC_PROTO_VERSION, rounds, iters);
     printf("%-10s %-8s %8s %8s\n", "pattern", "memo", "best", "median");
@@ -169,6 +206,12 @@ int main(int argc, char **argv)
             printf("%-10s %-8s %8.1f %8.1f\n", pattern[p], m ? "yes" : "no", t[p][m][0],
                    t[p][m][rounds / 2]);
         }
+    }
+    for (int l = 0; l < 2; l++) {
+        qsort(tl[l], (size_t) rounds, sizeof(double), cmp_double);
+        printf("%-10s %-8s %8.1f %8.1f%s\n", "put train", l ? "at once, 1 by 1" : "at once, lanes",
+               tl[l][0], tl[l][rounds / 2],
+               (0 == l && !usnic_sip_lanes_available()) ? "  (no AVX-512: one by one)" : "");
     }
     return 0;
 }
