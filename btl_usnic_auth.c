@@ -328,9 +328,14 @@ static bool cpu_has_lanes(void)
 {
     unsigned eax, ebx, ecx, edx;
 
-    /* AVX-512 F, and an OS that saves the ZMM registers (XCR0 bits 1, 2, 5-7) */
+    /* AVX-512 F, and an OS that saves the ZMM registers (XCR0 bits 1, 2,
+     * 5-7).  Only on CPUs that also have VBMI2 (Intel from Ice Lake, AMD
+     * from Zen 4): on Skylake-SP and Cascade Lake, 512-bit instructions
+     * lower the core's clock for a while, which would cost the rest of the
+     * process more than the lanes save (glibc avoids them there too). */
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || 0 == (ecx & bit_OSXSAVE) ||
-        !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || 0 == (ebx & bit_AVX512F)) {
+        !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || 0 == (ebx & bit_AVX512F) ||
+        0 == (ecx & bit_AVX512VBMI2)) {
         return false;
     }
     {

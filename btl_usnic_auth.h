@@ -116,9 +116,11 @@ uint64_t usnic_sip_tag_load(const uint8_t in[USNIC_SIP_TAG_BYTES]);
  * readable up to len rounded up to 8 bytes (the bytes beyond len are not
  * hashed), and stride a multiple of 8.  Where the CPU has AVX-512, eight
  * messages go through the rounds together, one in each 64-bit lane of a
- * register: a train's headers cost about a fifth of hashing them one by
- * one (docs/perf-kernel-backend.md, session 14).  Elsewhere, and for
- * fewer than USNIC_SIP_LANES_MIN messages, one by one.
+ * register (on CPUs from Ice Lake or Zen 4 on, where 512-bit instructions
+ * do not lower the clock): a train's headers cost about half of hashing
+ * them one by one with the memo (docs/perf-kernel-backend.md, session
+ * 14).  Elsewhere, and for fewer than USNIC_SIP_LANES_MIN messages, one
+ * by one.
  */
 #define USNIC_SIP_LANES 8
 #define USNIC_SIP_LANES_MIN 3

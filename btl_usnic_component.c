@@ -292,6 +292,10 @@ usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *a
     module->early_copy_max = (uint64_t) p->early_copy_max;
     module->train_copy = (uint32_t) p->train_copy;
     module->mac_lanes = usnic_sip_lanes_select(0 != p->mac_lanes);
+    USNIC_VERBOSE(20, "%s: header MACs of trains and coalesced receives: %s", ifname,
+                  module->mac_lanes   ? "8 at a time (AVX-512 lanes)"
+                  : 0 == p->mac_lanes ? "one by one (btl_usnic_mac_lanes 0)"
+                                      : "one by one (no AVX-512 with VBMI2 on this CPU)");
     return module;
 }
 

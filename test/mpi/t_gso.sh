@@ -30,7 +30,7 @@
 #      as a piece per header, payload and padding (btl_usnic_train_copy 0)
 #      and with their header MACs computed one by one (btl_usnic_mac_lanes
 #      0: macs_tx_lanes = macs_rx_lanes = 0); in a., where the CPU has
-#      AVX-512, the MACs of trains and coalesced receives are computed 8 at
+#      AVX-512 (and VBMI2), the MACs of trains and coalesced receives are computed 8 at
 #      a time (macs_tx_lanes > 0, macs_rx_lanes > 0), elsewhere never
 #   e. btl_usnic_direct_recv 0: trains, but no chunk received straight
 #      into its target (a., c. and f. receive them so: rx_direct > 0; b.'s
@@ -53,7 +53,7 @@ if check_run "gso: trains" $? 2 "$floor" && $kernel; then
     each_rank "gso: trains copied into one buffer" trains_copied -gt 0
     each_rank "gso: coalesced receives" gro_batches -gt 0
     each_rank "gso: PUT chunks received in place (direct receive)" rx_direct -gt 0
-    if grep -qw avx512f /proc/cpuinfo; then
+    if grep -qw avx512f /proc/cpuinfo && grep -qw avx512_vbmi2 /proc/cpuinfo; then
         each_rank "gso: header MACs of trains computed 8 at a time" macs_tx_lanes -gt 0
         each_rank "gso: header MACs of coalesced receives computed 8 at a time" macs_rx_lanes -gt 0
     else
