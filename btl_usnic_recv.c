@@ -457,21 +457,31 @@ void usnic_rx_macs_ahead(usnic_module_t *module, const uint8_t *buf, size_t len,
     module->stats.macs_rx_lanes += n;
 }
 
+/* The key and (*tag) the MAC of the datagram at buf was computed ahead
+ * with, if it is one of the coalesced receive's where it arrived; NULL if
+ * it was not. */
+static inline const struct usnic_sip_key *mac_ahead(const usnic_module_t *module,
+                                                    const uint8_t *buf, uint64_t *tag)
+{
+    size_t at, i;
+
+    if (0 == module->rx_macs.n || (uintptr_t) buf < (uintptr_t) module->rx_macs.base) {
+        return NULL;
+    }
+    at = (size_t) ((uintptr_t) buf - (uintptr_t) module->rx_macs.base);
+    i = at / module->rx_macs.step;
+    if (i >= module->rx_macs.n || i * module->rx_macs.step != at || !module->rx_macs.ok[i]) {
+        return NULL;
+    }
+    *tag = module->rx_macs.tag[i];
+    return module->rx_macs.key;
+}
+
 static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t len,
                            const uint8_t *payload)
 {
-    const struct usnic_sip_key *mac_key = NULL;
     uint64_t mac_tag = 0;
-
-    if (0 != module->rx_macs.n && (uintptr_t) buf >= (uintptr_t) module->rx_macs.base) {
-        /* one of the coalesced receive's datagrams, where it arrived */
-        size_t at = (size_t) ((uintptr_t) buf - (uintptr_t) module->rx_macs.base);
-        size_t i = at / module->rx_macs.step;
-        if (i < module->rx_macs.n && i * module->rx_macs.step == at && module->rx_macs.ok[i]) {
-            mac_key = module->rx_macs.key;
-            mac_tag = module->rx_macs.tag[i];
-        }
-    }
+    const struct usnic_sip_key *mac_key = mac_ahead(module, buf, &mac_tag);
     const struct usnic_rx_params p = {
         .max_msg_len = module->max_msg_len,
         .now = module->now_us,

@@ -1032,12 +1032,13 @@ static const struct usnic_rx_ops sim_rx_ops = {
     .ack_rx = sim_rx_ack_rx,
 };
 
-static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size_t len, bool defer)
+/* cfg.mac_ahead: the key (and *tag) the dispatch gets as computed ahead */
+static const struct usnic_sip_key *sim_mac_ahead(struct sim *s, struct sim_ep *ep,
+                                                 const uint8_t *buf, size_t len, uint64_t *tag)
 {
     static const struct usnic_sip_key other_key = {0x0123456789abcdefull, 0xfedcba9876543210ull};
     const struct usnic_sip_key *mac_key = NULL;
     uint64_t mac_tag = 0;
-    struct usnic_pkt_view v;
 
     if (0 != s->cfg.mac_ahead) {
         const struct sim_ep *peer = &s->ep[1 - (ep - s->ep)];
@@ -1052,6 +1053,15 @@ static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size
             ep->st.rx_macs_ahead++;
         }
     }
+    *tag = mac_tag;
+    return mac_key;
+}
+
+static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size_t len, bool defer)
+{
+    uint64_t mac_tag = 0;
+    const struct usnic_sip_key *mac_key = sim_mac_ahead(s, ep, buf, len, &mac_tag);
+    struct usnic_pkt_view v;
     const struct usnic_rx_params p = {
         .max_msg_len = s->cfg.max_msg_len,
         .now = s->now,
