@@ -258,6 +258,11 @@ typedef struct usnic_module {
      * tables listed here into their buffers (kernel backend: one batch of
      * receives). */
     bool rx_defer;
+    int n_deferred;
+    struct usnic_reasm_table *deferred[USNIC_DEFER_TABLES];
+    usnic_parked_t parked[USNIC_PARK_MAX];
+    int n_parked;
+    bool finalized;
     /* The header MACs of a coalesced receive's datagrams, computed
      * together before they are processed (usnic_rx_macs_ahead): datagram
      * i is at base + i * step; n = 0: none. */
@@ -269,11 +274,6 @@ typedef struct usnic_module {
         uint64_t tag[USNIC_TRAIN_MAX];
         bool ok[USNIC_TRAIN_MAX];
     } rx_macs;
-    int n_deferred;
-    struct usnic_reasm_table *deferred[USNIC_DEFER_TABLES];
-    usnic_parked_t parked[USNIC_PARK_MAX];
-    int n_parked;
-    bool finalized;
 } usnic_module_t;
 
 /* Data-channel polls without a completion before it is polled less often. */
