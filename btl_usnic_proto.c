@@ -141,6 +141,8 @@ size_t usnic_pkt_mac_hdr_len(unsigned type, uint32_t payload_len)
  */
 #define MAC_FIXED_BYTES 24u /* the first part above */
 #define MAC_TAIL_BYTES 20u  /* msg_id, seq, ts, ack_seq, ts_echo */
+/* the crc and mac fields: every header but these is in the input */
+#define MAC_SKIPPED_BYTES (sizeof(struct usnic_pkt_hdr) - USNIC_MAC_HDR_BYTES)
 
 /* Write the reordered headers of the packet at buf, of type `type`, to in;
  * returns their length (44, 60 or 76) and *prefix_words the words that
@@ -200,9 +202,7 @@ static uint64_t pkt_mac(const uint8_t *buf, size_t len, const uint8_t *zc, size_
     size_t hdrs = usnic_pkt_mac_hdr_len(type, 0);
     size_t mac_hdr = usnic_pkt_mac_hdr_len(type, hdr->payload_len);
     struct usnic_auth_piece pieces[4];
-    uint64_t in[(USNIC_HDR_LEN_PUT - (sizeof(struct usnic_pkt_hdr) - USNIC_MAC_HDR_BYTES) +
-                 sizeof(struct usnic_sack) * 4 + 7) /
-                8];
+    uint64_t in[(USNIC_HDR_LEN_PUT - MAC_SKIPPED_BYTES + sizeof(struct usnic_sack) * 4 + 7) / 8];
     size_t n = 0, prefix_words, m;
 
     if (USNIC_PKT_ACK == type) {
@@ -230,19 +230,7 @@ static uint64_t pkt_mac(const uint8_t *buf, size_t len, const uint8_t *zc, size_
 }
 
 /* The most words a header MAC's input has outside an ACK (PUT: 76 bytes). */
-#define MAC_INPUT_WORDS                                                                            \
-    ((MAC_FIXED_BYTES + 8 + sizeof(struct usnic_put_hdr) + MAC_TAIL_BYTES + 8 + 7) / 8)
-
-/* The length of mac_input()'s output for a FRAG, CHUNK or PUT. */
-static size_t mac_input_len(unsigned type)
-{
-    size_t n = MAC_FIXED_BYTES + MAC_TAIL_BYTES;
-
-    if (USNIC_PKT_CHUNK == type || USNIC_PKT_PUT == type) {
-        n += 16; /* msg_len, offset */
-    }
-    return (USNIC_PKT_PUT == type) ? n + sizeof(struct usnic_put_hdr) : n;
-}
+#define MAC_INPUT_WORDS ((USNIC_HDR_LEN_PUT - MAC_SKIPPED_BYTES + 7) / 8)
 
 void usnic_pkt_macs(const uint8_t *const bufs[], const size_t lens[], unsigned n,
                     const struct usnic_sip_key *key, uint64_t tags[], bool ok[])
@@ -260,7 +248,7 @@ void usnic_pkt_macs(const uint8_t *const bufs[], const size_t lens[], unsigned n
 
     for (unsigned i = 0; i <= n; i++) {
         unsigned type = USNIC_PKT_ACK;
-        size_t need = 0, prefix_words;
+        size_t need = 0, mi = 0, prefix_words;
 
         if (i < n) {
             ok[i] = false;
@@ -271,8 +259,9 @@ void usnic_pkt_macs(const uint8_t *const bufs[], const size_t lens[], unsigned n
             if (USNIC_PKT_ACK == type || 0 == need || lens[i] < need) {
                 continue;
             }
+            mi = need - MAC_SKIPPED_BYTES; /* what mac_input() will write */
         }
-        if (0 != k && (i == n || RUN == k || mac_input_len(type) != m)) {
+        if (0 != k && (i == n || RUN == k || mi != m)) {
             usnic_siphash24_lanes(key, in, sizeof(in[0]), m, k, out);
             for (unsigned j = 0; j < k; j++) {
                 tags[where[j]] = out[j];
