@@ -256,7 +256,22 @@ static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool 
  * chunk has a later sequence number), and any chunk of it arriving
  * elsewhere than at direct.next ends it.  Called for new, validated chunks
  * only, once they are written.
+ *
+ * A chunked fragment is received so only where its chunks carry at least
+ * USNIC_DIRECT_CHUNK_MIN bytes.  The scattered receive costs the kernel
+ * something per piece of its iovec (two per datagram); into a PUT's target
+ * it saves the copy into the user's memory, but a fragment's reassembly
+ * buffer is copied once more by the PML anyway, and there, with 1472-byte
+ * datagrams, the pieces cost more than the copy from a receive buffer
+ * saves: a 64 KiB GRO batch took 8.6-11.8 us to receive scattered against
+ * 5.2 us into one buffer, and without it 128 and 256 KiB ping-pongs at MTU
+ * 1500 took 11% and 9% less time, their streams 5% and 7% more bandwidth.
+ * With 8972-byte datagrams it made no difference, with loopback's 65507
+ * bytes the scattered receive was 3-4% faster (docs/perf-kernel-backend.md,
+ * session 15).
  */
+#define USNIC_DIRECT_CHUNK_MIN 4096
+
 static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
                          const struct usnic_pkt_view *v)
 {
@@ -274,6 +289,7 @@ static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
         return;
     }
     if (0 == off && end < v->chunk->msg_len && ep->module == module && !ep->dead &&
+        (NULL != v->put || v->payload_len >= USNIC_DIRECT_CHUNK_MIN) &&
         h->seq == ep->rel.rx.expected &&
         usnic_seq_diff(ep->rel.rx.expected, ep->rel.rx.highest) == 1) {
         d->ep = ep;

@@ -13,8 +13,10 @@
 #      EIO from a kernel or device without it): the verbose note says so,
 #      no train is sent, the data arrive datagram by datagram
 #   d. btl_usnic_gso 0: no trains, no GRO batches
-#   f. messages up to 256 KiB + 1 (eager, chunked, no PUT): chunks
-#      received straight into the reassembly buffer (rx_direct > 0)
+#   f. messages up to 256 KiB + 1 (eager, chunked, no PUT): with 1472-byte
+#      datagrams their chunks go through receive buffers (rx_direct = 0:
+#      the scattered receive costs more than it saves there), with
+#      8972-byte ones straight into the reassembly buffer (rx_direct > 0)
 #   g. messages up to 512 KiB + 1: the largest go by rendezvous and PUT
 #   h. loopback's own datagram size (65507 bytes: too large for trains or
 #      GRO): no trains, but chunks still received straight into their
@@ -24,7 +26,8 @@
 #      every byte checked, both ways): the window opens for several queued
 #      messages at once and their datagrams share trains, a message's short
 #      last datagram padded to the train's size (gso_pads > 0 on both
-#      ranks), padded last chunks received in place (rx_direct_pad > 0);
+#      ranks), and, with 8972-byte datagrams, padded last chunks received
+#      in place (rx_direct_pad > 0);
 #      the same with 2% drops, 1% duplicates and 2% reordering injected,
 #      once with the trains copied together and once handed to the kernel
 #      as a piece per header, payload and padding (btl_usnic_train_copy 0)
@@ -91,14 +94,25 @@ fi
 
 # f. messages up to 256 KiB + 1 only: eager fragments, chunked, no PUT
 #    (the eager limit is 300000 bytes, so a 256 KiB message goes without
-#    a rendezvous); their chunks after a fragment's first GRO batch go
-#    straight into its reassembly buffer
+#    a rendezvous).  Chunks of 1472-byte datagrams all go through the
+#    receive buffers; those of 8972-byte datagrams, after a fragment's
+#    first GRO batch, straight into its reassembly buffer
 ffloor=$((4 * $(pingpong_size_sum 262145)))
 EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -m 262145
 if check_run "gso: fragments up to 256 KiB + 1" $? 2 "$ffloor"; then
     each_rank "gso: fragments up to 256 KiB + 1, no PUT (no rendezvous)" puts -eq 0
     if $kernel; then
-        each_rank "gso: fragment chunks received in place (direct receive)" rx_direct -gt 0
+        each_rank "gso: 1400-byte chunks not received in place" rx_direct -eq 0
+        each_rank "gso: 1400-byte chunks, coalesced receives" gro_batches -gt 0
+    fi
+fi
+mid="--mca btl_usnic_udp_datagram_size 8972"
+EXTRA_MCA="${EXTRA_MCA:-} $mid" run_mpi 2 "$BIN" -m 262145
+if check_run "gso: fragments up to 256 KiB + 1, 8972-byte datagrams" $? 2 "$ffloor"; then
+    each_rank "gso: 8972-byte datagrams, no PUT (no rendezvous)" puts -eq 0
+    if $kernel; then
+        each_rank "gso: 8972-byte datagrams, trains sent" gso_trains -gt 0
+        each_rank "gso: 8900-byte chunks received in place (direct receive)" rx_direct -gt 0
     fi
 fi
 
@@ -138,6 +152,10 @@ mfloor=$((2 * mn * 2 * 8))
 EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -n $mn
 if check_run "gso: trains across messages" $? 2 "$mfloor" && $kernel; then
     each_rank "gso: short datagrams padded so that trains go on" gso_pads -gt 0
+fi
+EXTRA_MCA="${EXTRA_MCA:-} $mid" run_mpi 2 "$BIN" -n $mn
+if check_run "gso: trains across messages, 8972-byte datagrams" $? 2 "$mfloor" && $kernel; then
+    each_rank "gso: 8972-byte datagrams padded so that trains go on" gso_pads -gt 0
     each_rank "gso: trains across messages, chunks received in place" rx_direct -gt 0
     pad_direct=$(stat_sum "$RUN_LOG" rx_direct_pad)
     if [ "${pad_direct:-0}" -gt 0 ]; then
