@@ -233,7 +233,9 @@ typedef struct usnic_module {
     uint64_t now_us;       /* usnic_now_us() at the start of the current progress call */
     uint64_t last_poll_us; /* when module_progress last ran */
     uint64_t back_us;      /* when progress resumed after the process was away (0: never) */
-    bool in_progress;      /* inside module_progress (now_us is fresh) */
+    /* now_us is fresh: inside module_progress, or while one send call
+     * hands a fragment's chunks over (usnic_send_chunks) */
+    bool in_progress;
     /* A PUT, or a chunked fragment, arriving in order, whose next chunks
      * the kernel backend may receive straight into the target or the
      * reassembly buffer (btl_usnic_recv.c keeps it, btl_usnic_chan_kern.c
