@@ -222,6 +222,7 @@ typedef struct usnic_module {
     uint64_t stream_copy_min; /* btl_usnic_stream_copy_min (0 = never) */
     uint64_t early_copy_max;  /* btl_usnic_early_copy_max (0 = never) */
     uint32_t train_copy;      /* btl_usnic_train_copy (0 = never) */
+    uint64_t tx_coalesce;     /* btl_usnic_tx_coalesce (0 = off) */
     bool mac_lanes;           /* header MACs of a train, or of a GRO receive, computed together */
     struct {
         const uint8_t *dest; /* target of one of the last large PUTs */
@@ -336,6 +337,7 @@ typedef struct usnic_params {
     int stream_copy_min;   /* PUTs this large are copied past the caches; 0 = never */
     int early_copy_max;    /* sends completed before their ACK, at most (bytes; 0 = never) */
     int train_copy;        /* trains of datagrams this small go as one buffer (0 = never) */
+    int tx_coalesce;       /* bytes in flight from which short messages wait to share trains */
     int mac_lanes;         /* header MACs of trains 8 at a time with AVX-512 where the CPU has it */
     int auth;              /* enum usnic_auth_mode: what the keyed MAC covers */
     int checksum;          /* 1: CRC32C over header and payload */

@@ -291,6 +291,7 @@ usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *a
     module->stream_copy_min = (uint64_t) p->stream_copy_min;
     module->early_copy_max = (uint64_t) p->early_copy_max;
     module->train_copy = (uint32_t) p->train_copy;
+    module->tx_coalesce = (uint64_t) p->tx_coalesce;
     module->mac_lanes = usnic_sip_lanes_select(0 != p->mac_lanes);
     USNIC_VERBOSE(20, "%s: header MACs of trains and coalesced receives: %s", ifname,
                   module->mac_lanes   ? "8 at a time (AVX-512 lanes)"

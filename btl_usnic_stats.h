@@ -65,7 +65,8 @@
                     "memory or already packed (btl_usnic_early_copy_max)")                         \
     X(macs_tx_lanes, "header MACs of sent trains computed 8 at a time (btl_usnic_mac_lanes)")      \
     X(macs_rx_lanes, "header MACs of received GRO batches checked against tags computed 8 at a "   \
-                     "time (btl_usnic_mac_lanes)")
+                     "time (btl_usnic_mac_lanes)")                                                 \
+    X(tx_held, "messages held in the send queue to share trains (btl_usnic_tx_coalesce)")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;
