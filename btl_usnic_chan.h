@@ -49,6 +49,11 @@ typedef struct usnic_backend {
     int (*train_add)(usnic_module_t *module, usnic_channel_t *chan, struct usnic_seg *seg,
                      const struct mca_btl_base_endpoint_t *ep);
     void (*train_flush)(usnic_module_t *module, usnic_channel_t *chan);
+    /* Leave the channel's train open for the next sends to join
+     * (btl_usnic_tx_coalesce); NULL where trains cannot be held.  The next
+     * train_add or train_flush takes it back; if none comes within
+     * USNIC_LIVE_FLUSH_US, the liveness thread sends it. */
+    void (*train_hold)(usnic_module_t *module, usnic_channel_t *chan);
     /* A new peer: make its channels addressable.  peer_del (NULL: nothing
      * to do) releases what peer_add set up, before the endpoint goes. */
     int (*peer_add)(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
@@ -114,8 +119,8 @@ void usnic_rx_defer_flush(usnic_module_t *module);
 void usnic_rx_datagram_split(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *hdr,
                              size_t hdr_len, const uint8_t *payload, size_t payload_len);
 /* The header MACs left for a train (send.c): before it is sent. */
-void usnic_train_seal(usnic_module_t *module, const struct mca_btl_base_endpoint_t *ep,
-                      struct usnic_seg *const segs[], int n);
+unsigned usnic_train_seal(const struct mca_btl_base_endpoint_t *ep, struct usnic_seg *const segs[],
+                          int n);
 /* A datagram queued in a train that the kernel refused (send.c). */
 void usnic_train_failed(usnic_module_t *module, struct usnic_seg *seg);
 /* Mark a data datagram queued last in a train, shorter than the train's

@@ -46,6 +46,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <stdatomic.h>
 #include <linux/filter.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -58,6 +59,7 @@
 #include "btl_usnic.h"
 #include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
+#include "btl_usnic_live.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_reg.h"
 #include "btl_usnic_util.h"
@@ -97,14 +99,43 @@ struct kern_direct {
     uint8_t *gather; /* KERN_GRO_BYTES: a receive put back together */
 };
 
+/*
+ * A held train (btl_usnic_tx_coalesce): a send left the data channel's
+ * train open for the next messages to join.  The progress engine owns
+ * chan->train except while the liveness thread sends a train that was
+ * held too long: HELD_OPEN (nobody works on it) -> HELD_SENDING (the
+ * thread took it) -> HELD_SENT (what happened is in the held_* fields);
+ * the progress engine takes it back (HELD_OPEN -> HELD_NONE) before it
+ * touches chan->train again, or, once sent, accounts for it and empties
+ * it.  The thread writes nothing of the module but the train's own
+ * datagrams and the channel's stage buffer.
+ */
+enum {
+    HELD_NONE = 0,
+    HELD_OPEN,
+    HELD_SENDING,
+    HELD_SENT
+};
+
+struct kern_held_result {
+    bool ok;            /* the kernel took the train */
+    int err;            /* errno if not */
+    unsigned lanes;     /* header MACs computed 8 at a time */
+    bool copied;        /* sent as one buffer (btl_usnic_train_copy) */
+    uint64_t connected; /* sends on a connected socket */
+};
+
 /* Receive state of a channel: every buffer is "posted" (handed to
  * recvmmsg) at every poll, in a fixed ring. */
 struct kern_rx {
     int n;
-    bool busy;                  /* its buffers are being processed: no recursive poll */
-    bool single;                /* the last poll found at most one datagram */
-    struct kern_direct *direct; /* data channel with UDP_GRO or large datagrams only */
-    uint8_t *stage;             /* KERN_TRAIN_BYTES: a train copied together (lazily) */
+    bool busy;                        /* its buffers are being processed: no recursive poll */
+    bool single;                      /* the last poll found at most one datagram */
+    struct kern_direct *direct;       /* data channel with UDP_GRO or large datagrams only */
+    uint8_t *stage;                   /* KERN_TRAIN_BYTES: a train copied together (lazily) */
+    atomic_int held;                  /* HELD_*: the data channel's train left open (see above) */
+    uint64_t held_since;              /* when it was left open (usnic_now_us()) */
+    struct kern_held_result held_res; /* HELD_SENT: what the thread's send did */
     usnic_seg_t **segs;
     struct mmsghdr *msgs;
     struct iovec *iov;
@@ -280,11 +311,21 @@ static int kern_open(usnic_module_t *module, int rd_num)
         OPAL_SUCCESS != channel_open(module, &module->chan[USNIC_CHAN_DATA], p->sd_num, rd_num)) {
         return OPAL_ERROR;
     }
+    if (module->chan[USNIC_CHAN_DATA].gso) {
+        usnic_live_flush_register(module); /* its held trains (btl_usnic_tx_coalesce) */
+    }
     return OPAL_SUCCESS;
 }
 
+static void kern_train_flush(usnic_module_t *module, usnic_channel_t *chan);
+
 static void kern_release(usnic_module_t *module)
 {
+    /* the liveness thread sends none of our trains from now on */
+    usnic_live_flush_unregister(module);
+    if (NULL != rx_of(&module->chan[USNIC_CHAN_DATA])) {
+        kern_train_flush(module, &module->chan[USNIC_CHAN_DATA]);
+    }
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         channel_close(&module->chan[c]);
     }
@@ -667,7 +708,7 @@ static bool icmp_error(int e)
  * sending port, naming the peer. */
 static ssize_t send_iov(usnic_module_t *module, usnic_channel_t *chan,
                         const mca_btl_base_endpoint_t *ep, struct iovec *iov, size_t n,
-                        uint16_t gso)
+                        uint16_t gso, uint64_t *connected)
 {
     union {
         char buf[CMSG_SPACE(sizeof(uint16_t))];
@@ -704,7 +745,7 @@ static ssize_t send_iov(usnic_module_t *module, usnic_channel_t *chan,
              * check's business, not this send's */
             rc = sendmsg(fd, &mh, MSG_DONTWAIT);
         }
-        module->stats.tx_connected++;
+        (*connected)++;
     }
     return rc;
 }
@@ -741,7 +782,7 @@ static int kern_send(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t 
                     iov[0].iov_len, MSG_DONTWAIT, (const struct sockaddr *) &ep->sin[chan->id],
                     sizeof(ep->sin[chan->id]));
     } else {
-        rc = send_iov(module, chan, ep, iov, n, 0);
+        rc = send_iov(module, chan, ep, iov, n, 0, &module->stats.tx_connected);
     }
     if (OPAL_LIKELY(rc >= 0)) {
         return OPAL_SUCCESS;
@@ -797,48 +838,62 @@ static bool train_gather(usnic_module_t *module, usnic_channel_t *chan, int n, s
     return true;
 }
 
-static void kern_train_flush(usnic_module_t *module, usnic_channel_t *chan)
+/* Hand the train (n > 1 datagrams, UDP_SEGMENT on) to the kernel in one
+ * sendmsg: its header MACs, then one copy or the pieces.  Writes nothing
+ * of the module (the liveness thread sends a held train with it). */
+static void train_send(usnic_module_t *module, usnic_channel_t *chan, int n,
+                       struct kern_held_result *res)
 {
     struct iovec iov[3 * USNIC_TRAIN_MAX];
     size_t k = 0;
-    int n = chan->train.n;
-    bool ok = false;
 
-    if (0 == n) {
-        return;
-    }
-    chan->train.n = 0;
-    usnic_train_seal(module, chan->train.ep, chan->train.seg, n);
-    if (n > 1 && chan->gso) {
-        if (train_gather(module, chan, n, iov)) {
-            k = 1;
-            module->stats.trains_copied++;
-        } else {
-            for (int i = 0; i < n; i++) {
-                k += seg_iov(chan->train.seg[i], &iov[k]);
-                if (0 != chan->train.pad[i]) {
-                    iov[k].iov_base = kern_zeros;
-                    iov[k++].iov_len = chan->train.pad[i];
-                }
+    memset(res, 0, sizeof(*res));
+    res->lanes = usnic_train_seal(chan->train.ep, chan->train.seg, n);
+    if (train_gather(module, chan, n, iov)) {
+        k = 1;
+        res->copied = true;
+    } else {
+        for (int i = 0; i < n; i++) {
+            k += seg_iov(chan->train.seg[i], &iov[k]);
+            if (0 != chan->train.pad[i]) {
+                iov[k].iov_base = kern_zeros;
+                iov[k++].iov_len = chan->train.pad[i];
             }
         }
-        if (OPAL_UNLIKELY(mca_btl_usnic_component.params.debug_gso_refused)) {
-            errno = EIO; /* as a kernel or device without segmentation offload says */
-        } else if (send_iov(module, chan, chan->train.ep, iov, k, (uint16_t) chan->train.seg_len) >=
-                   0) {
-            ok = true;
-            module->stats.gso_trains++;
-        }
-        if (!ok &&
-            (EIO == errno || ENOPROTOOPT == errno || EINVAL == errno || EOPNOTSUPP == errno)) {
+    }
+    if (OPAL_UNLIKELY(mca_btl_usnic_component.params.debug_gso_refused)) {
+        res->err = EIO; /* as a kernel or device without segmentation offload says */
+    } else if (send_iov(module, chan, chan->train.ep, iov, k, (uint16_t) chan->train.seg_len,
+                        &res->connected) >= 0) {
+        res->ok = true;
+    } else {
+        res->err = errno;
+    }
+}
+
+/* After a train of n datagrams left (tried: train_send was called, with
+ * what it did in res) or instead of it: the counters, the fall back to
+ * single datagrams, and the train's references to its datagrams. */
+static void train_done(usnic_module_t *module, usnic_channel_t *chan, int n, bool tried,
+                       const struct kern_held_result *res)
+{
+    bool ok = tried && res->ok;
+
+    module->stats.macs_tx_lanes += res->lanes;
+    module->stats.tx_connected += res->connected;
+    module->stats.trains_copied += res->copied ? 1 : 0;
+    if (ok) {
+        module->stats.gso_trains++;
+    } else if (tried) {
+        int e = res->err;
+        if (EIO == e || ENOPROTOOPT == e || EINVAL == e || EOPNOTSUPP == e) {
             /* no segmentation offload here (old kernel, device without it) */
             USNIC_VERBOSE(5,
                           "%s: the kernel refuses UDP_SEGMENT (%s): sending datagram by "
                           "datagram from now on",
-                          module->ifname, strerror(errno));
+                          module->ifname, strerror(e));
             chan->gso = false;
-        }
-        if (!ok && chan->gso) {
+        } else {
             /* the socket buffer is full: the whole train is lost */
             for (int i = 0; i < n; i++) {
                 usnic_train_failed(module, chan->train.seg[i]);
@@ -853,6 +908,91 @@ static void kern_train_flush(usnic_module_t *module, usnic_channel_t *chan)
         }
         usnic_seg_put(seg); /* the train's reference */
     }
+}
+
+/* Before the progress engine touches chan->train: a held train back (see
+ * HELD_*): still open, it is ours again as it was; sent by the liveness
+ * thread, it is accounted for and emptied. */
+static void held_take(usnic_module_t *module, usnic_channel_t *chan)
+{
+    struct kern_rx *rx = rx_of(chan);
+    int st, n;
+
+    if (OPAL_LIKELY(NULL == rx ||
+                    HELD_NONE == (st = atomic_load_explicit(&rx->held, memory_order_acquire)))) {
+        return;
+    }
+    if (HELD_OPEN == st &&
+        atomic_compare_exchange_strong_explicit(&rx->held, &st, HELD_NONE, memory_order_acquire,
+                                                memory_order_acquire)) {
+        return;
+    }
+    while (HELD_SENT != atomic_load_explicit(&rx->held, memory_order_acquire)) {
+        /* the thread is in its sendmsg */
+    }
+    n = chan->train.n;
+    chan->train.n = 0;
+    module->stats.tx_late++;
+    train_done(module, chan, n, true, &rx->held_res);
+    atomic_store_explicit(&rx->held, HELD_NONE, memory_order_release);
+}
+
+static void kern_train_flush(usnic_module_t *module, usnic_channel_t *chan)
+{
+    struct kern_held_result res;
+    int n;
+
+    held_take(module, chan);
+    n = chan->train.n;
+    if (0 == n) {
+        return;
+    }
+    chan->train.n = 0;
+    if (n > 1 && chan->gso) {
+        train_send(module, chan, n, &res);
+        train_done(module, chan, n, true, &res);
+    } else {
+        memset(&res, 0, sizeof(res));
+        res.lanes = usnic_train_seal(chan->train.ep, chan->train.seg, n);
+        train_done(module, chan, n, false, &res);
+    }
+}
+
+/* btl_usnic_tx_coalesce: leave the data channel's train open for the next
+ * messages to join; taken back by the next train_add or train_flush, or
+ * sent by the liveness thread if none comes in time. */
+static void kern_train_hold(usnic_module_t *module, usnic_channel_t *chan)
+{
+    struct kern_rx *rx = rx_of(chan);
+
+    if (NULL == rx || chan->train.n < 2 || !chan->gso || !usnic_live_flusher()) {
+        kern_train_flush(module, chan);
+        return;
+    }
+    rx->held_since = usnic_now_us();
+    atomic_store(&rx->held, HELD_OPEN);
+    usnic_live_flush_arm();
+}
+
+int usnic_kern_flush_held(usnic_module_t *module, uint64_t now, uint64_t after_us)
+{
+    usnic_channel_t *chan = &module->chan[USNIC_CHAN_DATA];
+    struct kern_rx *rx = rx_of(chan);
+    int st = HELD_OPEN;
+
+    if (NULL == rx || HELD_OPEN != atomic_load(&rx->held)) {
+        return 0;
+    }
+    if (now - rx->held_since < after_us) {
+        return 1;
+    }
+    if (!atomic_compare_exchange_strong_explicit(&rx->held, &st, HELD_SENDING, memory_order_acquire,
+                                                 memory_order_relaxed)) {
+        return 0; /* taken back */
+    }
+    train_send(module, chan, chan->train.n, &rx->held_res);
+    atomic_store_explicit(&rx->held, HELD_SENT, memory_order_release);
+    return 0;
 }
 
 /*
@@ -897,6 +1037,7 @@ static int kern_train_add(usnic_module_t *module, usnic_channel_t *chan, usnic_s
     if (!chan->gso) {
         return kern_send(module, chan, seg, ep);
     }
+    held_take(module, chan);
     if (0 != chan->train.n && !kern_train_joins(module, chan, len, ep)) {
         kern_train_flush(module, chan);
     }
@@ -1084,6 +1225,7 @@ const usnic_backend_t usnic_backend_kern = {
     .send = kern_send,
     .train_add = kern_train_add,
     .train_flush = kern_train_flush,
+    .train_hold = kern_train_hold,
     .peer_add = kern_peer_add,
     .peer_del = kern_peer_del,
     .self_test = kern_self_test,

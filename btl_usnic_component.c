@@ -617,6 +617,10 @@ static int module_progress(usnic_module_t *module)
     }
     module->last_poll_us = now;
     module->in_progress = true;
+    if (0 != module->chan[USNIC_CHAN_DATA].train.n && NULL != module->backend->train_flush) {
+        /* a train left open for more messages (btl_usnic_tx_coalesce) */
+        module->backend->train_flush(module, &module->chan[USNIC_CHAN_DATA]);
+    }
     count = module->backend->poll(module, &module->chan[USNIC_CHAN_PRIO]);
     /* Polling a udp-provider channel costs a system call even when nothing
      * arrived.  While the data channel has been idle for a while, poll it

@@ -6,10 +6,18 @@
  * (copies of what the progress engine gave it), guarded by one mutex that
  * the progress engine takes only when an endpoint has been quiet for a
  * while, never on the data path.
+ *
+ * The one exception: a train the kernel backend left open for the next
+ * messages to join (btl_usnic_tx_coalesce) and that nobody took over
+ * after USNIC_LIVE_FLUSH_US, because the application went on computing,
+ * is sent by this thread (usnic_kern_flush_held(), which owns the train
+ * by an atomic handover, btl_usnic_chan_kern.c).  Modules take part while
+ * registered (usnic_live_flush_register), under the mutex.
  */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -60,6 +68,9 @@ static struct {
     int nw;
     uint64_t interval_us;
     uint64_t rng;
+    usnic_module_t *flush[USNIC_MAX_MODULES]; /* modules whose held trains this thread sends */
+    int nflush;
+    atomic_bool flush_armed; /* a train may be held: look every millisecond */
     /* the thread's: connectivity pings are up to 65507 bytes, read as headers */
     _Alignas(struct usnic_cc_ping) uint8_t rxbuf[65536];
 } live = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake_fd = -1};
@@ -257,6 +268,64 @@ static void probe_round(void)
     }
 }
 
+bool usnic_live_flusher(void)
+{
+    return live.running;
+}
+
+void usnic_live_flush_register(usnic_module_t *module)
+{
+    pthread_mutex_lock(&live.lock);
+    for (int i = 0; i < live.nflush; i++) {
+        if (live.flush[i] == module) {
+            pthread_mutex_unlock(&live.lock);
+            return;
+        }
+    }
+    if (live.nflush < USNIC_MAX_MODULES) {
+        live.flush[live.nflush++] = module;
+    }
+    pthread_mutex_unlock(&live.lock);
+}
+
+void usnic_live_flush_unregister(usnic_module_t *module)
+{
+    pthread_mutex_lock(&live.lock);
+    for (int i = 0; i < live.nflush; i++) {
+        if (live.flush[i] == module) {
+            live.flush[i] = live.flush[--live.nflush];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live.lock);
+}
+
+void usnic_live_flush_arm(void)
+{
+    /* (after the train was marked held: the thread clears the flag before
+     * it looks, so either it sees the train or we see the flag clear) */
+    if (!atomic_exchange(&live.flush_armed, true) && live.wake_fd >= 0) {
+        uint64_t one = 1;
+        (void) !write(live.wake_fd, &one, sizeof(one));
+    }
+}
+
+/* Send the held trains that waited long enough; keep looking while any is held. */
+static void flush_round(uint64_t now)
+{
+    int held = 0;
+
+    atomic_store(&live.flush_armed, false);
+    pthread_mutex_lock(&live.lock);
+    for (int i = 0; i < live.nflush; i++) {
+        held += usnic_kern_flush_held(live.flush[i], now, USNIC_LIVE_FLUSH_US);
+    }
+    pthread_mutex_unlock(&live.lock);
+    if (held > 0) {
+        atomic_store(&live.flush_armed, true);
+    }
+}
+
 static void *live_main(void *arg)
 {
     struct pollfd pfd[USNIC_MAX_MODULES + 1];
@@ -279,6 +348,9 @@ static void *live_main(void *arg)
             }
         }
         timeout_ms = (next_round > now) ? (int) ((next_round - now + 999) / 1000) : 0;
+        if (atomic_load(&live.flush_armed) && timeout_ms > 1) {
+            timeout_ms = 1;
+        }
         if (poll(pfd, (nfds_t) n, timeout_ms) < 0 && EINTR != errno) {
             break;
         }
@@ -299,6 +371,9 @@ static void *live_main(void *arg)
             if (pfd[i].revents & (POLLIN | POLLERR)) {
                 drain(map[i], now);
             }
+        }
+        if (atomic_load(&live.flush_armed)) {
+            flush_round(now);
         }
         if (now >= next_round) {
             pthread_mutex_lock(&live.lock);

@@ -66,6 +66,27 @@ struct mca_btl_base_endpoint_t;
  * opened publishes port 0: its peers then rely on ACKs alone. */
 void usnic_live_open(void);
 
+/* Is the thread running (it also sends trains held too long)? */
+bool usnic_live_flusher(void);
+
+/* A held train (btl_usnic_tx_coalesce) left open longer than this is sent
+ * by the thread; it looks every millisecond while one may be held. */
+#define USNIC_LIVE_FLUSH_US 500u
+
+/* The module's held trains are the thread's to send when stale (kernel
+ * backend open), or no longer (release: after its last train is sent). */
+void usnic_live_flush_register(usnic_module_t *module);
+void usnic_live_flush_unregister(usnic_module_t *module);
+
+/* A train was just held: make the thread look within a millisecond. */
+void usnic_live_flush_arm(void);
+
+/* The kernel backend's side (btl_usnic_chan_kern.c), called by the thread
+ * under its mutex: send module's held train if it was held since before
+ * now - after_us and nobody took it over.  Returns 1 if a train is still
+ * held (too fresh), else 0. */
+int usnic_kern_flush_held(usnic_module_t *module, uint64_t now, uint64_t after_us);
+
 /* Start the responder thread (after usnic_live_open). */
 int usnic_live_start(void);
 

@@ -562,17 +562,16 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "being handed to the kernel as two or three pieces per datagram: at MTU 1500 "
                   "the kernel takes the pieces more slowly than the copy costs, with 9000-byte "
                   "datagrams it does not; 0 = never"),
-    TUNE_RANGE_OR("tx_coalesce", tx_coalesce, OPAL_INFO_LVL_5, 0, "0 (off)", 0, 0, 1, INT_MAX,
+    TUNE_RANGE_OR("tx_coalesce", tx_coalesce, OPAL_INFO_LVL_5, 65536, "0 (off)", 0, 0, 1, INT_MAX,
                   "kernel backend: while at least this many bytes to a peer are unacknowledged, "
-                  "a new message of at most 64 KiB (one train) waits in the send queue until "
-                  "the next progress call, where the queued messages leave together in full "
-                  "trains (one system call and one trip through the network stack per 64 KiB "
-                  "instead of per message): streams of 2-32 KiB messages at MTU 1500 up to twice "
-                  "as fast with 65536.  The messages held wait for the application's next MPI "
-                  "call: right for a stream that calls MPI_Wait or MPI_Test after its "
-                  "MPI_Isends, but an application that computes after a burst of sends "
-                  "delays the burst's tail until it calls MPI again (counter tx_held); 0 = off, "
-                  "every message leaves when sent"),
+                  "a message of at most 24 KiB leaves its train open for the next messages to "
+                  "join instead of going as a short train of its own (one system call and one "
+                  "trip through the network stack per 64 KiB instead of per message): streams "
+                  "of 2-16 KiB messages at MTU 1500 1.5-1.75x as fast.  An open train goes when "
+                  "it is full, at the next progress call, or, when the application computes "
+                  "after its sends, from the liveness thread within about a millisecond "
+                  "(counters tx_held, tx_late; without the liveness thread, btl_usnic_liveness "
+                  "0, never held); 0 = off, every message leaves when sent"),
     TUNE_ONOFF("mac_lanes", mac_lanes, OPAL_INFO_LVL_5, 1,
                "kernel backend, auth header: compute the header MACs of a train's datagrams, and "
                "of a coalesced (UDP_GRO) receive, eight at a time in the lanes of AVX-512 "

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "btl_usnic_chan.h"
+#include "btl_usnic_live.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
@@ -77,9 +78,9 @@ static inline bool seal_later(const usnic_module_t *module, const mca_btl_base_e
 
 /* The header MACs of the n datagrams of a train to ep that were left for
  * it (seal_later), computed together; called by the backend's train_flush
- * before anything of the train is sent. */
-void usnic_train_seal(usnic_module_t *module, const mca_btl_base_endpoint_t *ep,
-                      usnic_seg_t *const segs[], int n)
+ * before anything of the train is sent (also from the liveness thread, for
+ * a train it owns: nothing of the module is written).  Returns how many. */
+unsigned usnic_train_seal(const mca_btl_base_endpoint_t *ep, usnic_seg_t *const segs[], int n)
 {
     uint8_t *bufs[USNIC_TRAIN_MAX];
     size_t lens[USNIC_TRAIN_MAX];
@@ -94,8 +95,8 @@ void usnic_train_seal(usnic_module_t *module, const mca_btl_base_endpoint_t *ep,
     }
     if (0 != k) {
         usnic_pkt_seal_headers(bufs, lens, k, &ep->tx_mac_key);
-        module->stats.macs_tx_lanes += k;
     }
+    return k;
 }
 
 /* Hand one datagram to ep's peer on channel cid, its MAC and checksum
@@ -285,17 +286,17 @@ static void batch_end(usnic_module_t *module)
  * loop runs and handed to the kernel together (one system call for up to
  * USNIC_TRAIN_MAX datagrams) when it ends.
  */
-int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
+/* send_chunks, with one clock reading for all the chunks (a vDSO call of
+ * about 25 ns each otherwise: 24 of them for a 32 KiB message); they
+ * leave within microseconds of each other, as do those that progress
+ * sends with its own one reading. */
+static int send_chunks_clocked(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
+                               usnic_frag_t *frag)
 {
-    bool batch = batch_begin(module);
     bool hold = !module->in_progress;
     int rc;
 
     if (hold) {
-        /* one clock reading for all the chunks (a vDSO call of about 25
-         * ns each otherwise: 24 of them for a 32 KiB message); they leave
-         * within microseconds of each other, as do those that progress
-         * sends with its own one reading */
         module->now_us = usnic_now_us();
         module->in_progress = true;
     }
@@ -303,6 +304,14 @@ int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
     if (hold) {
         module->in_progress = false;
     }
+    return rc;
+}
+
+int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
+{
+    bool batch = batch_begin(module);
+    int rc = send_chunks_clocked(module, ep, frag);
+
     if (batch) {
         batch_end(module);
     }
@@ -459,28 +468,50 @@ void usnic_endpoint_enqueue(mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
     usnic_endpoint_sendq_arm(ep);
 }
 
-/* btl_usnic_tx_coalesce: a message of at most one train that would leave
- * as a short train of its own while a good part of the window is still
- * unacknowledged waits for the next progress call instead, where the queue
- * drains in full trains.  Streams of 2-32 KiB messages at MTU 1500: up to
- * twice the bandwidth (docs/perf-kernel-backend.md, session 15). */
-#define USNIC_COALESCE_MSG_MAX (64u * 1024u)
+/* btl_usnic_tx_coalesce: a message of at most a third of a train that
+ * would leave as a short train of its own while a good part of the window
+ * is still unacknowledged leaves its train open instead, for the next
+ * messages to join: trains fill up (streams of 2-16 KiB messages at MTU
+ * 1500 1.5-1.75x the bandwidth, docs/perf-kernel-backend.md, session 15;
+ * from 32 KiB a message is a long enough train by itself).  An open train
+ * goes when it is full, at the next progress call, or, if the application
+ * went on computing, within about a millisecond from the liveness thread
+ * (USNIC_LIVE_FLUSH_US). */
+#define USNIC_COALESCE_MSG_MAX (24u * 1024u)
 
 static inline bool coalesce(usnic_module_t *module, const mca_btl_base_endpoint_t *ep,
                             const usnic_frag_t *frag)
 {
     return 0 != module->tx_coalesce && frag->total_len <= USNIC_COALESCE_MSG_MAX &&
-           ep->inflight_bytes >= module->tx_coalesce && module->chan[USNIC_CHAN_DATA].gso;
+           ep->inflight_bytes >= module->tx_coalesce && NULL != module->backend->train_hold &&
+           module->chan[USNIC_CHAN_DATA].gso && !module->batching && usnic_live_flusher();
 }
 
 void usnic_send_chunked(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
 {
     if (!opal_list_is_empty(&ep->sendq)) {
         usnic_endpoint_enqueue(ep, frag); /* behind the others */
-    } else if (OPAL_UNLIKELY(coalesce(module, ep, frag))) {
+        return;
+    }
+    if (OPAL_UNLIKELY(coalesce(module, ep, frag))) {
+        int rc;
+        module->batching = true;
+        rc = send_chunks_clocked(module, ep, frag);
+        module->batching = false;
+        for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
+            if (USNIC_CHAN_DATA == c) {
+                module->backend->train_hold(module, &module->chan[c]);
+            } else if (0 != module->chan[c].train.n) {
+                module->backend->train_flush(module, &module->chan[c]);
+            }
+        }
         module->stats.tx_held++;
-        usnic_endpoint_enqueue(ep, frag); /* to leave with the next ones */
-    } else if (OPAL_SUCCESS != usnic_send_chunks(module, ep, frag)) {
+        if (OPAL_SUCCESS != rc) {
+            usnic_endpoint_enqueue(ep, frag); /* the rest of it later */
+        }
+        return;
+    }
+    if (OPAL_SUCCESS != usnic_send_chunks(module, ep, frag)) {
         usnic_endpoint_enqueue(ep, frag); /* the rest of it later */
     }
 }
@@ -553,8 +584,9 @@ void usnic_send_early(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
         0 == frag->data_len || frag->data_len > module->early_copy_max || !module->zero_copy ||
         module->batching || NULL == frag->base.des_cbfunc ||
         !(frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) ||
-        usnic_rel_tx_inflight(rel) != frag->chunks_unacked || !opal_list_is_empty(&ep->sendq)) {
-        return;
+        usnic_rel_tx_inflight(rel) != frag->chunks_unacked || !opal_list_is_empty(&ep->sendq) ||
+        0 != module->chan[USNIC_CHAN_DATA].train.n) {
+        return; /* (a train still open reads the user's memory when it leaves) */
     }
     for (usnic_seq_t s = rel->tx.acked + 1u; usnic_seq_lt(s, rel->tx.next); s++) {
         struct usnic_rel_seg *r = usnic_rel_tx_at(rel, s);

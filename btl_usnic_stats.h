@@ -66,7 +66,8 @@
     X(macs_tx_lanes, "header MACs of sent trains computed 8 at a time (btl_usnic_mac_lanes)")      \
     X(macs_rx_lanes, "header MACs of received GRO batches checked against tags computed 8 at a "   \
                      "time (btl_usnic_mac_lanes)")                                                 \
-    X(tx_held, "messages held in the send queue to share trains (btl_usnic_tx_coalesce)")
+    X(tx_held, "messages whose train was left open for the next ones (btl_usnic_tx_coalesce)")     \
+    X(tx_late, "held trains sent by the liveness thread: nothing joined them within 500 us")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;

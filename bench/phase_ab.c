@@ -10,10 +10,10 @@
  * ones.  Both ranks share the machine's clock, so they agree on the phase.
  * This program runs a ping-pong (or, with -w W, windows of W messages from
  * rank 0 to rank 1 followed by a 4-byte answer) for a few seconds per
- * size, files every iteration that began and ended in the same phase under
- * A or B, and reports the median of each: both sample the same seconds of
- * the machine's drift.  Without a switch in the component both medians
- * come from the same behaviour (an A/A run): they agreed to 0-1% there.
+ * size (or, with -w W -b, windows both ways at once), files every iteration that began and ended in
+ * the same phase under A or B, and reports the median of each: both sample the same seconds of the
+ * machine's drift.  Without a switch in the component both medians come from the same behaviour (an
+ * A/A run): they agreed to 0-1% there.
  *
  * The switch goes into a scratch build at the decision point being
  * compared, e.g.
@@ -34,10 +34,11 @@
  * packet) keeps each iteration in one behaviour; iterations that straddle
  * a phase boundary are not counted.
  *
- * usage: phase_ab [-w W] [-t SECONDS] SIZE...
+ * usage: phase_ab [-w W [-b]] [-t SECONDS] SIZE...
  * Output (rank 0): one line per size:
  *   lat|bw SIZE A <median> B <median> B/A <ratio> nA nB
- * lat: half round trip in microseconds; bw: MB/s (1e6 bytes) of a window.
+ * lat: half round trip in microseconds; bw: MB/s (1e6 bytes) of a window;
+ * bibw: MB/s of both directions' windows together.
  */
 #include <mpi.h>
 
@@ -77,9 +78,19 @@ static double median(double *v, long n)
 
 /* One iteration: a round trip of size bytes, or a window of w messages
  * of size bytes to rank 1 and its 4-byte answer. */
-static void iteration(int rank, char *buf, long size, int w)
+static void iteration(int rank, char *buf, long size, int w, int both)
 {
-    if (w > 0) {
+    if (w > 0 && both) {
+        MPI_Request rq[2 * MAX_WINDOW];
+        size_t half = BUF_BYTES / 2;
+        for (int k = 0; k < w; k++) {
+            size_t off = ((size_t) k * (size_t) size) % (half - (size_t) size);
+            MPI_Irecv(buf + off, (int) size, MPI_BYTE, 1 - rank, 1, MPI_COMM_WORLD, &rq[k]);
+            MPI_Isend(buf + half + off, (int) size, MPI_BYTE, 1 - rank, 1, MPI_COMM_WORLD,
+                      &rq[w + k]);
+        }
+        MPI_Waitall(2 * w, rq, MPI_STATUSES_IGNORE);
+    } else if (w > 0) {
         MPI_Request rq[MAX_WINDOW];
         for (int k = 0; k < w; k++) {
             char *b = buf + ((size_t) k * (size_t) size) % (BUF_BYTES - (size_t) size);
@@ -106,7 +117,7 @@ static void iteration(int rank, char *buf, long size, int w)
 
 int main(int argc, char **argv)
 {
-    int rank, nprocs, w = 0, ch;
+    int rank, nprocs, w = 0, both = 0, ch;
     double secs = 4.0;
     char *buf;
     static double sample[2][MAX_SAMPLES];
@@ -114,8 +125,11 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    while ((ch = getopt(argc, argv, "w:t:")) != -1) {
+    while ((ch = getopt(argc, argv, "w:t:b")) != -1) {
         switch (ch) {
+        case 'b':
+            both = 1;
+            break;
         case 'w':
             w = atoi(optarg);
             break;
@@ -124,7 +138,7 @@ int main(int argc, char **argv)
             break;
         default:
             if (0 == rank) {
-                fprintf(stderr, "usage: phase_ab [-w W] [-t SECONDS] SIZE...\n");
+                fprintf(stderr, "usage: phase_ab [-w W [-b]] [-t SECONDS] SIZE...\n");
             }
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
@@ -145,35 +159,36 @@ int main(int argc, char **argv)
         int go = 1;
         double end;
 
-        if (size < 0 || (size_t) size > BUF_BYTES / 2) {
+        if (size < 0 || (size_t) size > BUF_BYTES / 4) {
             if (0 == rank) {
                 fprintf(stderr, "phase_ab: size %s out of range\n", argv[a]);
             }
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         for (int k = 0; k < 20; k++) {
-            iteration(rank, buf, size, w); /* warm-up */
+            iteration(rank, buf, size, w, both); /* warm-up */
         }
         end = now_us() + secs * 1e6;
         while (go) {
             double t0 = now_us(), t1;
             long p0, p1;
 
-            iteration(rank, buf, size, w);
+            iteration(rank, buf, size, w, both);
             t1 = now_us();
             p0 = (long) (t0 / PHASE_US);
             p1 = (long) (t1 / PHASE_US);
             if (0 == rank && p0 == p1 && n[p0 & 1] < MAX_SAMPLES) {
                 sample[p0 & 1][n[p0 & 1]++] =
-                    (w > 0) ? (double) w * (double) size / (t1 - t0) : (t1 - t0) / 2.0;
+                    (w > 0) ? (double) (both + 1) * w * (double) size / (t1 - t0) : (t1 - t0) / 2.0;
             }
             go = (t1 < end);
             MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD); /* outside the timed part */
         }
         if (0 == rank) {
             double ma = median(sample[0], n[0]), mb = median(sample[1], n[1]);
-            printf("%s %ld A %.2f B %.2f B/A %.3f nA %ld nB %ld\n", (w > 0) ? "bw" : "lat", size,
-                   ma, mb, (ma > 0.0) ? mb / ma : 0.0, n[0], n[1]);
+            printf("%s %ld A %.2f B %.2f B/A %.3f nA %ld nB %ld\n",
+                   (w > 0) ? (both ? "bibw" : "bw") : "lat", size, ma, mb,
+                   (ma > 0.0) ? mb / ma : 0.0, n[0], n[1]);
             fflush(stdout);
         }
     }

@@ -7,10 +7,11 @@
 # USNIC_PHASE_AB=1 in its environment (without -n).
 #
 # usage: bench/phase_ab.sh [-m MTU | --lo] [-w W] [-t SECONDS] [-n]
-#                          [-a "MPIRUN ARGS"] -- SIZE...
+#                          [-b] [-a "MPIRUN ARGS"] -- SIZE...
 #   -m MTU      veth MTU of the test bed (default 1500)
 #   --lo        both ranks on this host over loopback instead
 #   -w W        windows of W messages (bandwidth) instead of a ping-pong
+#   -b          with -w: windows both ways at once (bidirectional)
 #   -t SECONDS  per size (default 4)
 #   -n          without USNIC_PHASE_AB (an A/A run: how well A and B agree)
 #   -a ARGS     more mpirun arguments, e.g. "--mca btl_usnic_auth none"
@@ -19,12 +20,13 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
-MTU=1500 LO=0 W=0 SECS=4 SWITCH=1 EXTRA=""
+MTU=1500 LO=0 W=0 SECS=4 SWITCH=1 EXTRA="" BOTH=()
 while [ $# -gt 0 ]; do
     case "$1" in
         -m) MTU=$2; shift 2 ;;
         --lo) LO=1; shift ;;
         -w) W=$2; shift 2 ;;
+        -b) BOTH=(-b); shift ;;
         -t) SECS=$2; shift 2 ;;
         -n) SWITCH=0; shift ;;
         -a) EXTRA=$2; shift 2 ;;
@@ -39,7 +41,7 @@ case "$MTU$W" in *[!0-9]*|'') echo "phase_ab.sh: -m and -w expect numbers" >&2; 
 [ -x "$HERE/build/phase_ab" ] || make -s -C "$HERE" build/phase_ab >&2 || exit 1
 ENVARGS=()
 [ $SWITCH = 1 ] && ENVARGS=(-x USNIC_PHASE_AB=1)
-PROG=("$HERE/build/phase_ab" -w "$W" -t "$SECS" "$@")
+PROG=("$HERE/build/phase_ab" -w "$W" "${BOTH[@]}" -t "$SECS" "$@")
 COMMON=(--allow-run-as-root -np 2 --mca pml ob1 --mca btl "usnic,self")
 if [ $LO = 1 ]; then
     echo "# phase_ab.sh: loopback, -w $W, ${SECS}s per size, switch $SWITCH, extra '$EXTRA'"

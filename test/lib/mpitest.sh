@@ -154,6 +154,16 @@ stat_sum() {
         END { printf "%.0f\n", sum }' "$1"
 }
 
+# rank_stat LOG RANK KEY: KEY of the [usnic stats] line of RANK (0 if absent)
+rank_stat() {
+    awk -v r="$2" -v key="$3" '
+        /\[usnic stats\]/ && (" " $0 " ") ~ (" rank=" r " ") {
+            for (i = 1; i <= NF; i++)
+                if (index($i, key "=") == 1) v += substr($i, length(key) + 2)
+        }
+        END { printf "%.0f\n", v }' "$1"
+}
+
 # assert_direct_receive NAME: the kernel backend received chunks straight
 # into their destination (direct receive) in the last run: rx_direct > 0
 # summed over its ranks.

@@ -35,10 +35,14 @@
 #      0: macs_tx_lanes = macs_rx_lanes = 0); in a., where the CPU has
 #      AVX-512 (and VBMI2), the MACs of trains and coalesced receives are computed 8 at
 #      a time (macs_tx_lanes > 0, macs_rx_lanes > 0), elsewhere never
-#   j. btl_usnic_tx_coalesce 65536: messages held in the send queue while
-#      64 KiB or more are unacknowledged (tx_held > 0 on both ranks; never
-#      by default: tx_held = 0 in i.), every byte still checked, also with
-#      2% drops, 1% duplicates and 2% reordering injected
+#   j. btl_usnic_tx_coalesce (65536 by default): trains left open for the
+#      next messages while 64 KiB or more are unacknowledged (tx_held > 0
+#      on both ranks; with btl_usnic_tx_coalesce 0 never: tx_held = 0 in
+#      i.), every byte still checked, also with 2% drops, 1% duplicates and
+#      2% reordering injected; and a sender that computes for 2 s after a
+#      burst of 12 x 16 KiB (burst.c): its held train is sent by the
+#      liveness thread (tx_late > 0), the receiver has every message within
+#      500 ms; with btl_usnic_liveness 0 nothing is held (tx_held = 0)
 #   e. btl_usnic_direct_recv 0: trains, but no chunk received straight
 #      into its target (a., c. and f. receive them so: rx_direct > 0; b.'s
 #      injected faults take the whole-datagram path; t_hostile and
@@ -153,10 +157,10 @@ fi
 build_prog manymsgs || finish
 mn=3000
 mfloor=$((2 * mn * 2 * 8))
-EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -n $mn
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_tx_coalesce 0" run_mpi 2 "$BIN" -n $mn
 if check_run "gso: trains across messages" $? 2 "$mfloor" && $kernel; then
     each_rank "gso: short datagrams padded so that trains go on" gso_pads -gt 0
-    each_rank "gso: no message held by default (btl_usnic_tx_coalesce 0)" tx_held -eq 0
+    each_rank "gso: no train held with btl_usnic_tx_coalesce 0" tx_held -eq 0
 fi
 EXTRA_MCA="${EXTRA_MCA:-} $mid" run_mpi 2 "$BIN" -n $mn
 if check_run "gso: trains across messages, 8972-byte datagrams" $? 2 "$mfloor" && $kernel; then
@@ -188,17 +192,38 @@ if check_run "gso: trains in pieces, loss, duplicates, reordering" $? 2 "$mfloor
     each_rank "gso: mac_lanes 0, header MACs one by one (received)" macs_rx_lanes -eq 0
 fi
 
-# j. messages held while 64 KiB are in flight, to leave together
-EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_tx_coalesce 65536" run_mpi 2 "$BIN" -n $mn
+# j. trains left open while 64 KiB are in flight, for the next messages
+EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -n $mn
 if check_run "gso: tx_coalesce" $? 2 "$mfloor" && $kernel; then
-    each_rank "gso: tx_coalesce, messages held" tx_held -gt 0
+    each_rank "gso: tx_coalesce, trains held" tx_held -gt 0
     each_rank "gso: tx_coalesce, trains sent" gso_trains -gt 0
 fi
-EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_tx_coalesce 65536 --mca btl_usnic_debug_seed 19
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_debug_seed 19
     --mca btl_usnic_debug_drop_rate 0.02 --mca btl_usnic_debug_dup_rate 0.01
     --mca btl_usnic_debug_reorder_rate 0.02" run_mpi 2 "$BIN" -n $mn
 if check_run "gso: tx_coalesce, loss, duplicates, reordering" $? 2 "$mfloor" && $kernel; then
     each_rank "gso: tx_coalesce under faults, messages held" tx_held -gt 0
     each_rank "gso: tx_coalesce under faults, resent" retrans -gt 0
+fi
+build_prog burst || finish
+bfloor=$((12 * 16384))
+EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -t 2
+if check_run "gso: burst, then the sender computes" $? 2 "$bfloor"; then
+    line=$(grep -m1 "BURST:" "$RUN_LOG")
+    pass "gso: burst: ${line#*BURST: }"
+    if $kernel; then
+        held=$(rank_stat "$RUN_LOG" 0 tx_held)
+        late=$(rank_stat "$RUN_LOG" 0 tx_late)
+        if [ "${held:-0}" -gt 0 ] && [ "${late:-0}" -gt 0 ]; then
+            pass "gso: burst: the sender held $held trains, the liveness thread sent $late"
+        else
+            fail "gso: burst, held train sent by the liveness thread" \
+                "rank 0: tx_held=${held:-?} tx_late=${late:-?} (want both > 0)" "$RUN_LOG"
+        fi
+    fi
+fi
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_liveness 0" run_mpi 2 "$BIN" -t 1
+if check_run "gso: burst without the liveness thread" $? 2 "$bfloor" && $kernel; then
+    each_rank "gso: no liveness thread, no train held" tx_held -eq 0
 fi
 finish

@@ -110,16 +110,6 @@ softnet_drops() {
     echo "$sum"
 }
 
-# rank_stat LOG RANK KEY: KEY of the [usnic stats] line of RANK (0 if absent)
-rank_stat() {
-    awk -v r="$2" -v key="$3" '
-        /\[usnic stats\]/ && (" " $0 " ") ~ (" rank=" r " ") {
-            for (i = 1; i <= NF; i++)
-                if (index($i, key "=") == 1) v += substr($i, length(key) + 2)
-        }
-        END { printf "%.0f\n", v }' "$1"
-}
-
 # counted LOG RANK: what the rank's stats account for, one datagram each:
 # drops but DUPLICATE (genuine resends move it too; a replayed data packet
 # is in rx_copies as well) and INJECTED, minus held datagrams counted again

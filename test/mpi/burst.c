@@ -1,0 +1,105 @@
+/*
+ * burst: a sender that computes after a burst of MPI_Isends.  Rank 0 posts
+ * N sends of SIZE bytes to rank 1 (default 12 x 16 KiB: more than
+ * btl_usnic_tx_coalesce's 64 KiB in flight, so the last of them are held
+ * for more to join their train), then computes for SECONDS without any MPI
+ * call, then waits for its sends.  Rank 1 posts its receives before the
+ * burst and waits for them.  Every message arrives whole and in order
+ * (pattern checked), and rank 1 must have all of them long before rank 0
+ * is back in MPI: a train held for messages that never came is sent
+ * within a few milliseconds without the sender's help (the liveness
+ * thread).  Rank 1 prints "BURST: all N messages after X ms" and fails if
+ * X is more than a quarter of the compute time; rank 0 prints "OK burst".
+ *
+ * Options: -n N messages (default 12), -s SIZE bytes (default 16384),
+ *          -t SECONDS rank 0 computes (default 2).
+ */
+#include "mpitest.h"
+
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double) t.tv_sec + (double) t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    int rank, nprocs, opt, n = 12;
+    size_t size = 16384;
+    double secs = 2.0, t0;
+    uint8_t *buf;
+    MPI_Request *req;
+
+    MPI_Init(&argc, &argv);
+    mt_setup("burst");
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    while ((opt = getopt(argc, argv, "n:s:t:")) != -1) {
+        if ('n' == opt && atoi(optarg) > 0) {
+            n = atoi(optarg);
+        } else if ('s' == opt && atol(optarg) > 0) {
+            size = (size_t) atol(optarg);
+        } else if ('t' == opt && atof(optarg) > 0) {
+            secs = atof(optarg);
+        } else {
+            mt_die("usage: burst [-n N] [-s SIZE] [-t SECONDS]");
+        }
+    }
+    if (2 != nprocs) {
+        mt_die("needs exactly 2 ranks");
+    }
+    buf = mt_malloc((size_t) n * size);
+    req = mt_malloc(sizeof(*req) * (size_t) n);
+    if (0 == rank) {
+        for (int i = 0; i < n; i++) {
+            mt_fill(buf + (size_t) i * size, size, mt_seed(0, 1, (uint32_t) i, 0xB0));
+        }
+    } else {
+        memset(buf, MT_POISON, (size_t) n * size);
+        for (int i = 0; i < n; i++) {
+            MT_CHECK(MPI_Irecv(buf + (size_t) i * size, (int) size, MPI_BYTE, 0, i, MPI_COMM_WORLD,
+                               &req[i]));
+        }
+    }
+    /* a first exchange, so that the connection is up before the burst */
+    MT_CHECK(MPI_Sendrecv_replace(&opt, 1, MPI_INT, 1 - rank, 99, 1 - rank, 99, MPI_COMM_WORLD,
+                                  MPI_STATUS_IGNORE));
+    MT_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    t0 = now_s();
+    if (0 == rank) {
+        volatile uint64_t spin = 0;
+        for (int i = 0; i < n; i++) {
+            MT_CHECK(MPI_Isend(buf + (size_t) i * size, (int) size, MPI_BYTE, 1, i, MPI_COMM_WORLD,
+                               &req[i]));
+        }
+        while (now_s() - t0 < secs) {
+            spin++; /* computing: no MPI call */
+        }
+        MT_CHECK(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
+    } else {
+        double ms;
+        MT_CHECK(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
+        ms = (now_s() - t0) * 1e3;
+        for (int i = 0; i < n; i++) {
+            char what[64];
+            snprintf(what, sizeof(what), "message %d", i);
+            mt_verify(buf + (size_t) i * size, size, mt_seed(0, 1, (uint32_t) i, 0xB0), what);
+        }
+        printf("BURST: all %d messages after %.1f ms (the sender computes for %.0f ms)\n", n, ms,
+               secs * 1e3);
+        fflush(stdout);
+        if (ms > secs * 250.0) {
+            mt_die("the burst's last messages waited for the sender to call MPI again");
+        }
+    }
+    mt_report_bytes(0 == rank ? (uint64_t) n * size : 0);
+    free(req);
+    free(buf);
+    mt_ok("burst");
+    MPI_Finalize();
+    return 0;
+}
