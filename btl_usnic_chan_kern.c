@@ -1093,6 +1093,12 @@ static int kern_peer_add(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
 
 static void kern_peer_del(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
 {
+    if (0 != module->chan[USNIC_CHAN_DATA].train.n &&
+        ep == module->chan[USNIC_CHAN_DATA].train.ep) {
+        /* a train to it, perhaps held (the liveness thread would use its
+         * socket): it leaves now */
+        kern_train_flush(module, &module->chan[USNIC_CHAN_DATA]);
+    }
     if (ep->conn_fd[0] < 0) {
         return;
     }

@@ -280,12 +280,6 @@ static void batch_end(usnic_module_t *module)
     }
 }
 
-/*
- * The chunks of a fragment go to one peer on the data channel, one after
- * the other: with a backend that has trains they are queued while the
- * loop runs and handed to the kernel together (one system call for up to
- * USNIC_TRAIN_MAX datagrams) when it ends.
- */
 /* send_chunks, with one clock reading for all the chunks (a vDSO call of
  * about 25 ns each otherwise: 24 of them for a 32 KiB message); they
  * leave within microseconds of each other, as do those that progress
@@ -307,6 +301,12 @@ static int send_chunks_clocked(usnic_module_t *module, mca_btl_base_endpoint_t *
     return rc;
 }
 
+/*
+ * The chunks of a fragment go to one peer on the data channel, one after
+ * the other: with a backend that has trains they are queued while the
+ * loop runs and handed to the kernel together (one system call for up to
+ * USNIC_TRAIN_MAX datagrams) when it ends.
+ */
 int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
 {
     bool batch = batch_begin(module);
