@@ -45,11 +45,7 @@ TEST_TMP=$OUT/testbed
 . "$REPO/test/lib/netns.sh"
 # shellcheck source=bench/lib.sh
 . "$HERE/lib.sh"
-NSB_MTU=$MTU
-nsbed_up 2 >"$OUT/testbed.log" 2>&1 || { cat "$OUT/testbed.log" >&2; exit 1; }
-H1=$(nsbed_addr 1)
-H2=$(nsbed_addr 2)
-netns_bind "$OUT" "$H1" "$H2"
+netns_pair_up "$MTU" "$OUT" || exit 1
 MPIRUN=(ip netns exec "$NSB_HEAD" timeout -k 10 600 mpirun --allow-run-as-root -np 2
         --hostfile "$(nsbed_hostfile 1)" "${BIND[@]}" --mca plm_rsh_agent "$NSB_AGENT"
         --mca oob_tcp_if_include "$NSB_CIDR" --mca pml ob1)

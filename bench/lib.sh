@@ -88,6 +88,16 @@ sampled_run() {
     T1=$(date +%s.%N)
 }
 
+# netns_pair_up MTU DIR: two namespace hosts (test/lib/netns.sh, sourced
+# before) with veths of MTU, the bed's log in DIR/testbed.log (shown if it
+# fails: returns 1), and one rank placed on each (netns_bind below).
+netns_pair_up() {
+    # shellcheck disable=SC2034 # read by nsbed_up
+    NSB_MTU=$1
+    nsbed_up 2 >"$2/testbed.log" 2>&1 || { cat "$2/testbed.log" >&2; return 1; }
+    netns_bind "$2" "$(nsbed_addr 1)" "$(nsbed_addr 2)"
+}
+
 # netns_bind DIR H1 H2: how to place one rank on each of two namespace hosts
 # (test/lib/netns.sh): a rankfile in DIR puts rank 0 on H1 and rank 1 on H2,
 # on different cores as --bind-to core does on one host (each host's daemon

@@ -59,9 +59,7 @@ TEST_TMP=$OUT/testbed
 . "$REPO/test/lib/netns.sh"
 # shellcheck source=bench/lib.sh
 . "$HERE/lib.sh"
-NSB_MTU=$MTU
-nsbed_up 2 >"$OUT/testbed.log" 2>&1 || { cat "$OUT/testbed.log" >&2; exit 1; }
-netns_bind "$OUT" "$(nsbed_addr 1)" "$(nsbed_addr 2)"
+netns_pair_up "$MTU" "$OUT" || exit 1
 echo "# phase_ab.sh: MTU $MTU, -w $W, ${SECS}s per size, switch $SWITCH, extra '$EXTRA'"
 # shellcheck disable=SC2086
 ip netns exec "$NSB_HEAD" timeout -k 10 600 mpirun "${COMMON[@]}" --hostfile "$(nsbed_hostfile 1)" \
