@@ -965,6 +965,7 @@ static void kern_train_hold(usnic_module_t *module, usnic_channel_t *chan)
 {
     struct kern_rx *rx = rx_of(chan);
 
+    held_take(module, chan); /* (a send that added nothing leaves an earlier held train) */
     if (NULL == rx || chan->train.n < 2 || !chan->gso || !usnic_live_flusher()) {
         kern_train_flush(module, chan);
         return;

@@ -13,6 +13,12 @@
  *
  * Options: -n N messages (default 12), -s SIZE bytes (default 16384),
  *          -t SECONDS rank 0 computes (default 2).
+ *
+ * -l ROUNDS: instead, ROUNDS bursts, after each of which rank 0 computes
+ * for a pseudo-random 0-1.5 ms (around the liveness thread's 500 us, so
+ * that its sends of held trains meet the next burst's sends), every
+ * message checked, no timing asserted: the handover of held trains under
+ * load (run under AddressSanitizer by t_asan).
  */
 #include "mpitest.h"
 
@@ -28,7 +34,7 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-    int rank, nprocs, opt, n = 12;
+    int rank, nprocs, opt, n = 12, rounds = 0;
     size_t size = 16384;
     double secs = 2.0, t0;
     uint8_t *buf;
@@ -38,15 +44,17 @@ int main(int argc, char **argv)
     mt_setup("burst");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    while ((opt = getopt(argc, argv, "n:s:t:")) != -1) {
-        if ('n' == opt && atoi(optarg) > 0) {
+    while ((opt = getopt(argc, argv, "n:s:t:l:")) != -1) {
+        if ('l' == opt && atoi(optarg) > 0) {
+            rounds = atoi(optarg);
+        } else if ('n' == opt && atoi(optarg) > 0) {
             n = atoi(optarg);
         } else if ('s' == opt && atol(optarg) > 0) {
             size = (size_t) atol(optarg);
         } else if ('t' == opt && atof(optarg) > 0) {
             secs = atof(optarg);
         } else {
-            mt_die("usage: burst [-n N] [-s SIZE] [-t SECONDS]");
+            mt_die("usage: burst [-n N] [-s SIZE] [-t SECONDS | -l ROUNDS]");
         }
     }
     if (2 != nprocs) {
@@ -54,6 +62,45 @@ int main(int argc, char **argv)
     }
     buf = mt_malloc((size_t) n * size);
     req = mt_malloc(sizeof(*req) * (size_t) n);
+    if (rounds > 0) {
+        uint64_t moved = 0;
+        for (int r = 0; r < rounds; r++) {
+            uint32_t seed = mt_seed(0, 1, (uint32_t) r, 0xB1);
+            if (0 == rank) {
+                double until;
+                for (int i = 0; i < n; i++) {
+                    mt_fill(buf + (size_t) i * size, size, seed + (uint32_t) i);
+                    MT_CHECK(MPI_Isend(buf + (size_t) i * size, (int) size, MPI_BYTE, 1, i,
+                                       MPI_COMM_WORLD, &req[i]));
+                }
+                until = now_s() + (double) (mt_hash(seed, 7) % 1500) * 1e-6;
+                while (now_s() < until) {
+                    /* computing */
+                }
+            } else {
+                memset(buf, MT_POISON, (size_t) n * size);
+                for (int i = 0; i < n; i++) {
+                    MT_CHECK(MPI_Irecv(buf + (size_t) i * size, (int) size, MPI_BYTE, 0, i,
+                                       MPI_COMM_WORLD, &req[i]));
+                }
+            }
+            MT_CHECK(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
+            if (1 == rank) {
+                for (int i = 0; i < n; i++) {
+                    char what[64];
+                    snprintf(what, sizeof(what), "round %d message %d", r, i);
+                    mt_verify(buf + (size_t) i * size, size, seed + (uint32_t) i, what);
+                }
+            }
+            moved += (0 == rank) ? (uint64_t) n * size : 0;
+        }
+        mt_report_bytes(moved);
+        free(req);
+        free(buf);
+        mt_ok("burst");
+        MPI_Finalize();
+        return 0;
+    }
     if (0 == rank) {
         for (int i = 0; i < n; i++) {
             mt_fill(buf + (size_t) i * size, size, mt_seed(0, 1, (uint32_t) i, 0xB0));

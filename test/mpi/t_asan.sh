@@ -2,7 +2,9 @@
 # The component under AddressSanitizer: build it with --enable-asan into a
 # private prefix, load that build first (mca_component_path), preload the
 # ASan runtime into the ranks, and run the fault-injection ping-pong and the
-# 4-rank wildcard test.  Any AddressSanitizer report fails the test.
+# 4-rank wildcard test, held trains handed to the liveness thread (burst
+# -l), the connectivity checker.  Any AddressSanitizer report fails the
+# test.
 . "$(dirname "$0")/../lib/mpitest.sh"
 usnic_mode || { pass "asan (skipped with USNIC_TEST_BTL=tcp)"; finish; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -51,6 +53,27 @@ check_asan "asan: ping-pong with 1472-byte datagrams, loss, duplication, reorder
 build_prog anysource || finish
 EXTRA_MCA="$asan_mca" run_mpi 4 "$BIN"
 check_asan "asan: anysource, 4 ranks" $? 4
+
+# held trains (btl_usnic_tx_coalesce) handed between the progress engine
+# and the liveness thread: bursts of 12 x 16 KiB, the sender computing
+# 0-1.5 ms after each, so that the thread sends some held trains while
+# the next burst's sends take others back
+build_prog burst || finish
+EXTRA_MCA="$asan_mca --mca btl_usnic_udp_datagram_size -1" run_mpi 2 "$BIN" -l 400
+check_asan "asan: held trains, 400 bursts, the sender computing between them" $? 2
+if [ "$(usnic_backend)" = kernel ]; then
+    late=$(rank_stat "$RUN_LOG" 0 tx_late)
+    if [ "${late:-0}" -gt 0 ]; then
+        pass "asan: held trains sent by the liveness thread ($late), by the progress engine the rest"
+    else
+        fail "asan: held trains" "rank 0 tx_late=${late:-?}: the thread sent none" "$RUN_LOG"
+    fi
+fi
+# the same with a window of 128 KiB: sends that find it full, so that a
+# message's send adds nothing to a held train the thread may be sending
+EXTRA_MCA="$asan_mca --mca btl_usnic_udp_datagram_size -1 --mca btl_usnic_max_inflight 131072" \
+    run_mpi 2 "$BIN" -l 400
+check_asan "asan: held trains, 400 bursts, a 128 KiB window" $? 2
 
 # the connectivity checker: clients waiting for an agent that listens late,
 # the agent (rank 0) leaving while the clients still run, the map file
