@@ -310,10 +310,14 @@ static void rx_chunk_added(void *t, void *ep, const struct usnic_pkt_view *v)
 {
     usnic_module_t *module = t;
     mca_btl_base_endpoint_t *e = ep;
-    const uint8_t *buf = usnic_reasm_dest(&e->reasm, v->hdr->msg_id, v->chunk->msg_len);
 
-    if (NULL != buf && buf + v->chunk->offset == v->payload) {
-        module->stats.rx_direct++;
+    /* (received in place only while module->direct names this fragment:
+     * most chunks need no look at the table) */
+    if (module->direct.ep == e) {
+        const uint8_t *buf = usnic_reasm_dest(&e->reasm, v->hdr->msg_id, v->chunk->msg_len);
+        if (NULL != buf && buf + v->chunk->offset == v->payload) {
+            module->stats.rx_direct++;
+        }
     }
     direct_track(module, e, v);
 }
