@@ -269,53 +269,57 @@ static bool batch_begin(usnic_module_t *module)
     return true;
 }
 
-/* Hand every channel's train to the kernel. */
-static void batch_end(usnic_module_t *module)
+/* Hand every channel's train to the kernel; hold_data: but leave the data
+ * channel's open for the next messages (btl_usnic_tx_coalesce). */
+static void batch_end(usnic_module_t *module, bool hold_data)
 {
     module->batching = false;
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
-        if (0 != module->chan[c].train.n) {
+        if (0 == module->chan[c].train.n) {
+            continue;
+        }
+        if (hold_data && USNIC_CHAN_DATA == c) {
+            module->backend->train_hold(module, &module->chan[c]);
+        } else {
             module->backend->train_flush(module, &module->chan[c]);
         }
     }
-}
-
-/* send_chunks, with one clock reading for all the chunks (a vDSO call of
- * about 25 ns each otherwise: 24 of them for a 32 KiB message); they
- * leave within microseconds of each other, as do those that progress
- * sends with its own one reading. */
-static int send_chunks_clocked(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
-                               usnic_frag_t *frag)
-{
-    bool hold = !module->in_progress;
-    int rc;
-
-    if (hold) {
-        module->now_us = usnic_now_us();
-        module->in_progress = true;
-    }
-    rc = send_chunks(module, ep, frag);
-    if (hold) {
-        module->in_progress = false;
-    }
-    return rc;
 }
 
 /*
  * The chunks of a fragment go to one peer on the data channel, one after
  * the other: with a backend that has trains they are queued while the
  * loop runs and handed to the kernel together (one system call for up to
- * USNIC_TRAIN_MAX datagrams) when it ends.
+ * USNIC_TRAIN_MAX datagrams) when it ends, or, hold_train, left open for
+ * the next messages to join.  Outside progress the chunks share one clock
+ * reading (a vDSO call of about 25 ns each otherwise: 24 of them for a 32
+ * KiB message); they leave within microseconds of each other, as do those
+ * that progress sends with its own one reading.
  */
-int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
+static int send_chunks_batch(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
+                             usnic_frag_t *frag, bool hold_train)
 {
     bool batch = batch_begin(module);
-    int rc = send_chunks_clocked(module, ep, frag);
+    bool clock = !module->in_progress;
+    int rc;
 
+    if (clock) {
+        module->now_us = usnic_now_us();
+        module->in_progress = true;
+    }
+    rc = send_chunks(module, ep, frag);
+    if (clock) {
+        module->in_progress = false;
+    }
     if (batch) {
-        batch_end(module);
+        batch_end(module, hold_train);
     }
     return rc;
+}
+
+int usnic_send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
+{
+    return send_chunks_batch(module, ep, frag, false);
 }
 
 /* A datagram of a train the kernel refused: in the window as sent, so
@@ -438,7 +442,7 @@ static void endpoint_progress_sendq(usnic_module_t *module, mca_btl_base_endpoin
 
     sendq_drain(module, ep);
     if (batch) {
-        batch_end(module);
+        batch_end(module, false);
     }
 }
 
@@ -489,29 +493,17 @@ static inline bool coalesce(usnic_module_t *module, const mca_btl_base_endpoint_
 
 void usnic_send_chunked(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_frag_t *frag)
 {
+    bool hold;
+
     if (!opal_list_is_empty(&ep->sendq)) {
         usnic_endpoint_enqueue(ep, frag); /* behind the others */
         return;
     }
-    if (OPAL_UNLIKELY(coalesce(module, ep, frag))) {
-        int rc;
-        module->batching = true;
-        rc = send_chunks_clocked(module, ep, frag);
-        module->batching = false;
-        for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
-            if (USNIC_CHAN_DATA == c) {
-                module->backend->train_hold(module, &module->chan[c]);
-            } else if (0 != module->chan[c].train.n) {
-                module->backend->train_flush(module, &module->chan[c]);
-            }
-        }
+    hold = coalesce(module, ep, frag);
+    if (OPAL_UNLIKELY(hold)) {
         module->stats.tx_held++;
-        if (OPAL_SUCCESS != rc) {
-            usnic_endpoint_enqueue(ep, frag); /* the rest of it later */
-        }
-        return;
     }
-    if (OPAL_SUCCESS != usnic_send_chunks(module, ep, frag)) {
+    if (OPAL_SUCCESS != send_chunks_batch(module, ep, frag, hold)) {
         usnic_endpoint_enqueue(ep, frag); /* the rest of it later */
     }
 }
