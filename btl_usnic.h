@@ -235,7 +235,7 @@ typedef struct usnic_module {
     uint64_t last_poll_us; /* when module_progress last ran */
     uint64_t back_us;      /* when progress resumed after the process was away (0: never) */
     /* now_us is fresh: inside module_progress, or while one send call
-     * hands a fragment's chunks over (usnic_send_chunks) */
+     * hands a fragment's chunks over (send_chunks_batch, btl_usnic_send.c) */
     bool in_progress;
     /* A PUT, or a chunked fragment, arriving in order, whose next chunks
      * the kernel backend may receive straight into the target or the
