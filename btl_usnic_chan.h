@@ -109,13 +109,18 @@ static inline void usnic_rx_macs_done(usnic_module_t *module)
 {
     module->rx_macs.n = 0;
 }
-/* The same for a PUT chunk whose header is at hdr and whose payload the
- * kernel backend received elsewhere, into the PUT's target (direct
- * receive: btl_usnic_chan_kern.c). */
+/* The same for n headers of one sender's datagrams that a receive placed
+ * at hdrs, hdrs + stride, ... with their payloads elsewhere (direct
+ * receive: btl_usnic_chan_kern.c), computed under ep's key. */
+void usnic_rx_macs_headers(usnic_module_t *module, const struct mca_btl_base_endpoint_t *ep,
+                           const uint8_t *hdrs, size_t stride, size_t hdr_len, unsigned n);
 /* Copy the chunks that datagrams left in the receive buffers while
  * module->rx_defer was set into their fragments' buffers (call before the
  * buffers are received into again; btl_usnic_reasm.h, deferred chunks). */
 void usnic_rx_defer_flush(usnic_module_t *module);
+/* As usnic_rx_datagram(), for a chunk whose header is at hdr and whose
+ * payload the kernel backend received elsewhere, into the PUT's target or
+ * the fragment's reassembly buffer (direct receive). */
 void usnic_rx_datagram_split(usnic_module_t *module, usnic_channel_t *chan, const uint8_t *hdr,
                              size_t hdr_len, const uint8_t *payload, size_t payload_len);
 /* The header MACs left for a train (send.c): before it is sent. */

@@ -571,6 +571,12 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
         } else {
             module->stats.gro_batches++;
         }
+        if (seg_step == step) {
+            /* every header received is in its slot: their MACs together */
+            size_t nseg = (r + seg_step - 1) / seg_step;
+            usnic_rx_macs_headers(module, ep, kd->hdr[0].b, sizeof(kd->hdr[0]), hlen,
+                                  (unsigned) ((nseg < k) ? nseg : k));
+        }
         for (size_t pos = 0; pos < r; pos += seg_step, j++) {
             size_t len = (r - pos < seg_step) ? r - pos : seg_step;
             size_t plen = (j < k) ? kd->iov[2 * j + 1].iov_len : 0;
@@ -600,10 +606,12 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
             if (r - pos > KERN_GRO_BYTES) {
                 r = pos + KERN_GRO_BYTES; /* never so (UDP_GRO stops at 64 KiB) */
             }
+            usnic_rx_macs_done(module);
             iov_gather(kd->iov, niov, pos, r, kd->gather);
             count += rx_batch(module, chan, kd->gather, r - pos, seg_step);
             return count;
         }
+        usnic_rx_macs_done(module); /* (the next receive writes the slots again) */
     }
     return count;
 }

@@ -446,35 +446,60 @@ static void park(usnic_module_t *module, const uint8_t *buf, size_t len)
     module->stats.parked++;
 }
 
+/* The header MACs of n datagrams from ep at bufs (each lens[i] bytes in
+ * its buffer), the i-th at base + i * step, computed together. */
+static void macs_together(usnic_module_t *module, const mca_btl_base_endpoint_t *ep,
+                          const uint8_t *const bufs[], const size_t lens[], unsigned n,
+                          const uint8_t *base, size_t step)
+{
+    if (NULL == ep || ep->dead || USNIC_AUTH_HEADER != ep->auth || ep->crc) {
+        return;
+    }
+    usnic_pkt_macs(bufs, lens, n, &ep->rx_mac_key, module->rx_macs.tag, module->rx_macs.ok);
+    module->rx_macs.base = base;
+    module->rx_macs.step = step;
+    module->rx_macs.key = &ep->rx_mac_key;
+    module->rx_macs.n = n;
+    module->stats.macs_rx_lanes += n;
+}
+
 void usnic_rx_macs_ahead(usnic_module_t *module, const uint8_t *buf, size_t len, size_t step)
 {
     const struct usnic_pkt_hdr *hdr = (const struct usnic_pkt_hdr *) buf;
     const uint8_t *bufs[USNIC_TRAIN_MAX];
     size_t lens[USNIC_TRAIN_MAX];
-    mca_btl_base_endpoint_t *ep;
     unsigned n = 0;
 
     module->rx_macs.n = 0;
     if (!module->mac_lanes || 0 == step || len < sizeof(*hdr) || len < USNIC_SIP_LANES_MIN * step) {
         return;
     }
-    /* the sender its first datagram names (a coalesced receive comes from
-     * one address); the dispatch uses a tag only for a datagram whose own
-     * lookup finds the same key */
-    ep = usnic_endpoint_for_key(module, hdr->sender_key);
-    if (NULL == ep || ep->dead || USNIC_AUTH_HEADER != ep->auth || ep->crc) {
-        return;
-    }
     for (size_t off = 0; off < len && n < USNIC_TRAIN_MAX; off += step) {
         bufs[n] = buf + off;
         lens[n++] = (len - off < step) ? len - off : step;
     }
-    usnic_pkt_macs(bufs, lens, n, &ep->rx_mac_key, module->rx_macs.tag, module->rx_macs.ok);
-    module->rx_macs.base = buf;
-    module->rx_macs.step = step;
-    module->rx_macs.key = &ep->rx_mac_key;
-    module->rx_macs.n = n;
-    module->stats.macs_rx_lanes += n;
+    /* the sender its first datagram names (a coalesced receive comes from
+     * one address); the dispatch uses a tag only for a datagram whose own
+     * lookup finds the same key */
+    macs_together(module, usnic_endpoint_for_key(module, hdr->sender_key), bufs, lens, n, buf,
+                  step);
+}
+
+void usnic_rx_macs_headers(usnic_module_t *module, const mca_btl_base_endpoint_t *ep,
+                           const uint8_t *hdrs, size_t stride, size_t hdr_len, unsigned n)
+{
+    const uint8_t *bufs[USNIC_TRAIN_MAX];
+    size_t lens[USNIC_TRAIN_MAX];
+
+    module->rx_macs.n = 0;
+    if (!module->mac_lanes || n < USNIC_SIP_LANES_MIN || n > USNIC_TRAIN_MAX) {
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        bufs[i] = hdrs + i * stride;
+        lens[i] = hdr_len;
+    }
+    macs_together(module, ep, bufs, lens, n, hdrs, stride);
 }
 
 /* The key and (*tag) the MAC of the datagram at buf was computed ahead

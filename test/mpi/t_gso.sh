@@ -34,7 +34,8 @@
 #      and with their header MACs computed one by one (btl_usnic_mac_lanes
 #      0: macs_tx_lanes = macs_rx_lanes = 0); in a., where the CPU has
 #      AVX-512 (and VBMI2), the MACs of trains and coalesced receives are computed 8 at
-#      a time (macs_tx_lanes > 0, macs_rx_lanes > 0), elsewhere never
+#      a time (macs_tx_lanes > 0, macs_rx_lanes > 0), those of PUT chunks
+#      received in place too (macs_rx_lanes >= rx_direct), elsewhere never
 #   j. btl_usnic_tx_coalesce (65536 by default): trains left open for the
 #      next messages while 64 KiB or more are unacknowledged (tx_held > 0
 #      on both ranks; with btl_usnic_tx_coalesce 0 never: tx_held = 0 in
@@ -67,6 +68,19 @@ if check_run "gso: trains" $? 2 "$floor" && $kernel; then
     if grep -qw avx512f /proc/cpuinfo && grep -qw avx512_vbmi2 /proc/cpuinfo; then
         each_rank "gso: header MACs of trains computed 8 at a time" macs_tx_lanes -gt 0
         each_rank "gso: header MACs of coalesced receives computed 8 at a time" macs_rx_lanes -gt 0
+        # a PUT's chunks received in place too: their headers' MACs
+        # together, as a coalesced receive's (far more of them than of
+        # any other datagram here, 16 MiB messages)
+        for r in 0 1; do
+            lanes=$(rank_stat "$RUN_LOG" $r macs_rx_lanes)
+            direct=$(rank_stat "$RUN_LOG" $r rx_direct)
+            if [ "$lanes" -ge "$direct" ]; then
+                pass "gso: rank $r: MACs of chunks received in place computed 8 at a time ($lanes >= rx_direct $direct)"
+            else
+                fail "gso: rank $r: MACs of chunks received in place" \
+                    "macs_rx_lanes=$lanes < rx_direct=$direct" "$RUN_LOG"
+            fi
+        done
     else
         each_rank "gso: no AVX-512, header MACs one by one" macs_tx_lanes -eq 0
     fi
