@@ -273,16 +273,21 @@ bool usnic_live_flusher(void)
     return live.running;
 }
 
+/* Where module is in live.flush, -1 if not there (under the mutex). */
+static int flush_index(const usnic_module_t *module)
+{
+    for (int i = 0; i < live.nflush; i++) {
+        if (live.flush[i] == module) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 void usnic_live_flush_register(usnic_module_t *module)
 {
     pthread_mutex_lock(&live.lock);
-    for (int i = 0; i < live.nflush; i++) {
-        if (live.flush[i] == module) {
-            pthread_mutex_unlock(&live.lock);
-            return;
-        }
-    }
-    if (live.nflush < USNIC_MAX_MODULES) {
+    if (flush_index(module) < 0 && live.nflush < USNIC_MAX_MODULES) {
         live.flush[live.nflush++] = module;
     }
     pthread_mutex_unlock(&live.lock);
@@ -290,12 +295,12 @@ void usnic_live_flush_register(usnic_module_t *module)
 
 void usnic_live_flush_unregister(usnic_module_t *module)
 {
+    int i;
+
     pthread_mutex_lock(&live.lock);
-    for (int i = 0; i < live.nflush; i++) {
-        if (live.flush[i] == module) {
-            live.flush[i] = live.flush[--live.nflush];
-            break;
-        }
+    i = flush_index(module);
+    if (i >= 0) {
+        live.flush[i] = live.flush[--live.nflush];
     }
     pthread_mutex_unlock(&live.lock);
 }
