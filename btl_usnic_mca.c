@@ -574,8 +574,8 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "0, never held); 0 = off, every message leaves when sent"),
     TUNE_ONOFF("mac_lanes", mac_lanes, OPAL_INFO_LVL_5, 1,
                "kernel backend, auth header: compute the header MACs of a train's datagrams, and "
-               "of a coalesced (UDP_GRO) receive, eight at a time in the lanes of AVX-512 "
-               "registers where the CPU has them (Intel from Ice Lake, AMD from Zen 4: the "
+               "of a coalesced (UDP_GRO) or direct receive, eight at a time in the lanes of "
+               "AVX-512 registers where the CPU has them (Intel from Ice Lake, AMD from Zen 4: the "
                "same SipHash-2-4 tags at about half the cost per datagram); 0 = one by one.  "
                "Elsewhere it changes nothing"),
     {.name = "auth",

@@ -64,8 +64,8 @@
     X(early_copies, "chunked sends completed before their ACK, their data copied from user "       \
                     "memory or already packed (btl_usnic_early_copy_max)")                         \
     X(macs_tx_lanes, "header MACs of sent trains computed 8 at a time (btl_usnic_mac_lanes)")      \
-    X(macs_rx_lanes, "header MACs of received GRO batches checked against tags computed 8 at a "   \
-                     "time (btl_usnic_mac_lanes)")                                                 \
+    X(macs_rx_lanes, "header MACs of received GRO batches and direct receives checked against "    \
+                     "tags computed 8 at a time (btl_usnic_mac_lanes)")                            \
     X(tx_held, "messages whose train was left open for the next ones (btl_usnic_tx_coalesce)")     \
     X(tx_late, "held trains sent by the liveness thread: nothing joined them within 500 us")
 
