@@ -269,11 +269,22 @@ static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool 
  * With 8972-byte datagrams it made no difference, with loopback's 65507
  * bytes the scattered receive was 3-4% faster (docs/perf-kernel-backend.md,
  * session 15).
+ *
+ * A PUT whose first chunk was copied past the caches (streamed: large, and
+ * its target not one of the last few) is not received in place either
+ * where its chunks carry USNIC_DIRECT_CHUNK_MIN bytes or more.  The
+ * kernel's copy into the target is an ordinary one, which reads every line
+ * of a cold target before writing it; a receive buffer that stays in the
+ * cache and non-temporal stores from it beat that: 1 MiB streams into 64
+ * distinct targets on loopback 5.4-5.9 against 4.3-4.8 GB/s, between two
+ * hosts at MTU 9000 1.08-1.27x (docs/perf-kernel-backend.md, session 17).
+ * With 1472-byte datagrams the in-place receive stays ahead (0.8-0.9x
+ * without it).
  */
 #define USNIC_DIRECT_CHUNK_MIN 4096
 
 static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
-                         const struct usnic_pkt_view *v)
+                         const struct usnic_pkt_view *v, bool streamed)
 {
     struct usnic_direct *d = &module->direct;
     const struct usnic_pkt_hdr *h = v->hdr;
@@ -289,7 +300,8 @@ static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
         return;
     }
     if (0 == off && end < v->chunk->msg_len && ep->module == module && !ep->dead &&
-        (NULL != v->put || v->payload_len >= USNIC_DIRECT_CHUNK_MIN) &&
+        (NULL != v->put ? !(streamed && v->payload_len >= USNIC_DIRECT_CHUNK_MIN)
+                        : v->payload_len >= USNIC_DIRECT_CHUNK_MIN) &&
         h->seq == ep->rel.rx.expected &&
         usnic_seq_diff(ep->rel.rx.expected, ep->rel.rx.highest) == 1) {
         d->ep = ep;
@@ -319,24 +331,28 @@ static void rx_chunk_added(void *t, void *ep, const struct usnic_pkt_view *v)
             module->stats.rx_direct++;
         }
     }
-    direct_track(module, e, v);
+    direct_track(module, e, v, false);
 }
 
 static void rx_put_write(void *t, void *ep, uint8_t *dest, const struct usnic_pkt_view *v)
 {
     usnic_module_t *module = t;
+    bool stream;
 
-    direct_track(module, ep, v);
     if (dest == v->payload) {
         module->stats.rx_direct++; /* the kernel received it in place */
+        direct_track(module, ep, v, false);
         return;
     }
-    if (v->chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min &&
-        !put_target_reused(module, dest - v->chunk->offset, 0 == v->chunk->offset)) {
+    stream = v->chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min &&
+             !put_target_reused(module, dest - v->chunk->offset, 0 == v->chunk->offset);
+    if (stream) {
         copy_stream(dest, v->payload, v->payload_len);
+        module->stats.rx_put_streamed++;
     } else {
         memcpy(dest, v->payload, v->payload_len);
     }
+    direct_track(module, ep, v, stream);
 }
 
 static void rx_acked(void *t, void *ep, int released)

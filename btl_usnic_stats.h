@@ -44,6 +44,7 @@
     X(rx_direct, "kernel backend: chunks received straight into their target (no copy)")           \
     X(rx_direct_miss, "kernel backend: direct receives holding other datagrams than expected")     \
     X(rx_direct_pad, "kernel backend: padded last chunks of a message received in place")          \
+    X(rx_put_streamed, "PUT chunks copied into their target past the caches (stream_copy_min)")    \
     X(rx_in_place, "kernel backend: chunked fragments handed to the PML from the receive buffers " \
                    "(no reassembly copy)")                                                         \
     X(window_full, "times a peer's send window was full")                                          \

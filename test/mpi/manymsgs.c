@@ -11,7 +11,9 @@
  * peer read from one shared pattern buffer (allowed since MPI-3).
  *
  * Options: -n N messages per peer and direction (default 5000),
- *          -r R rounds (default 2).
+ *          -r R rounds (default 2),
+ *          -b B large messages instead: each B to B + 4095 bytes (e.g. 1 MiB:
+ *             rendezvous and PUT, every message into a target of its own).
  */
 #include "mpitest.h"
 
@@ -26,9 +28,14 @@ static uint32_t pair_seed(int src, int dst, int round)
     return mt_seed(src, dst, round, 0x5EED);
 }
 
+static size_t big; /* -b: every message big .. big + 4095 bytes */
+
 static size_t msg_len(uint32_t h)
 {
     uint32_t cls = h % 10, r = h >> 8;
+    if (0 != big) {
+        return big + r % 4096;
+    }
     if (cls < 6) {
         return 8 + r % 249; /* 8 .. 256 */
     } else if (cls < 9) {
@@ -55,13 +62,15 @@ int main(int argc, char **argv)
     mt_setup("manymsgs");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    while ((opt = getopt(argc, argv, "n:r:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:r:b:")) != -1) {
         if (opt == 'n' && atoi(optarg) > 0) {
             n = atoi(optarg);
         } else if (opt == 'r' && atoi(optarg) > 0) {
             rounds = atoi(optarg);
+        } else if (opt == 'b' && atol(optarg) > 0 && atol(optarg) <= (1L << 28)) {
+            big = (size_t) atol(optarg);
         } else {
-            mt_die("usage: manymsgs [-n msgs_per_peer] [-r rounds]");
+            mt_die("usage: manymsgs [-n msgs_per_peer] [-r rounds] [-b message_bytes]");
         }
     }
     if (nprocs < 2) {
@@ -73,8 +82,9 @@ int main(int argc, char **argv)
     MPI_Request *req = mt_malloc(sizeof(*req) * nreq);
     uint8_t **pat = mt_malloc(sizeof(*pat) * npeers);
     uint8_t **rbuf = mt_malloc(sizeof(*rbuf) * (size_t) npeers * n);
+    size_t patlen = OFFSPAN + ((0 != big) ? big + 4096 : MAXLEN);
     for (int p = 0; p < npeers; p++) {
-        pat[p] = mt_malloc(OFFSPAN + MAXLEN);
+        pat[p] = mt_malloc(patlen);
     }
 
     double t0 = MPI_Wtime();
@@ -82,7 +92,7 @@ int main(int argc, char **argv)
         size_t nr = 0;
         for (int p = 0; p < npeers; p++) {
             int dst = (rank + 1 + p) % nprocs;
-            mt_fill(pat[p], OFFSPAN + MAXLEN, pair_seed(rank, dst, round));
+            mt_fill(pat[p], patlen, pair_seed(rank, dst, round));
         }
         /* interleave receives and sends so that some messages arrive
          * before their receive is posted and some after */
@@ -124,7 +134,7 @@ int main(int argc, char **argv)
         /* the shared send patterns must not have been touched */
         for (int p = 0; p < npeers; p++) {
             int dst = (rank + 1 + p) % nprocs;
-            mt_verify(pat[p], OFFSPAN + MAXLEN, pair_seed(rank, dst, round),
+            mt_verify(pat[p], patlen, pair_seed(rank, dst, round),
                       "send pattern buffer after sends");
         }
     }

@@ -21,7 +21,11 @@
 #   h. loopback's own datagram size (65507 bytes: too large for trains or
 #      GRO): no trains, but chunks still received straight into their
 #      destination (rx_direct > 0), also with 2% drops, 1% duplicates and
-#      2% reordering injected
+#      2% reordering injected; but 12 messages of 1 MiB (+ up to 4 KiB)
+#      each way at once, each into a target of its own (manymsgs -b): every
+#      PUT chunk copied past the caches from a receive buffer
+#      (rx_put_streamed > 0, rx_direct = 0: a cold target is filled faster
+#      so than by the kernel), also under faults
 #   i. thousands of messages of mixed sizes outstanding at once (manymsgs,
 #      every byte checked, both ways): the window opens for several queued
 #      messages at once and their datagrams share trains, a message's short
@@ -160,6 +164,28 @@ if check_run "gso: 65507-byte datagrams, loss, duplicates, reordering" $? 2 "$fl
     each_rank "gso: 65507-byte datagrams under faults, resent" retrans -gt 0
 fi
 
+build_prog manymsgs || finish
+bigfloor=$((2 * 12 * 2 * 1048576))
+# bigrun NAME MCA: 2 rounds of 12 messages of 1 MiB + up to 4 KiB each
+# way, every byte checked; true where the kernel backend's counters follow
+bigrun() {
+    EXTRA_MCA="${EXTRA_MCA:-} $2" run_mpi 2 "$BIN" -b 1048576 -n 12
+    check_run "$1" $? 2 "$bigfloor" || return 1
+    each_rank "$1, by PUT" puts -gt 0
+    $kernel
+}
+if bigrun "gso: 1 MiB messages into targets of their own" ""; then
+    each_rank "gso: 1 MiB PUTs copied past the caches" rx_put_streamed -gt 0
+    each_rank "gso: 1 MiB PUTs into cold targets not received in place" rx_direct -eq 0
+fi
+if bigrun "gso: 1 MiB messages into targets of their own, loss, duplicates, reordering" \
+    "--mca btl_usnic_debug_seed 23 --mca btl_usnic_debug_drop_rate 0.02
+    --mca btl_usnic_debug_dup_rate 0.01 --mca btl_usnic_debug_reorder_rate 0.02"; then
+    each_rank "gso: 1 MiB PUTs under faults, resent" retrans -gt 0
+    each_rank "gso: 1 MiB PUTs under faults, copied past the caches" rx_put_streamed -gt 0
+fi
+
+build_prog pingpong || finish
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"
 if check_run "gso: direct receive off" $? 2 "$floor" && $kernel; then
     each_rank "gso: direct receive off, trains still sent" gso_trains -gt 0
