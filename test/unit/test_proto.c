@@ -659,6 +659,53 @@ static void test_reasm_chunk_positions(void)
     check(a.gets == a.puts, "reasm/chunk_positions_no_leak", "gets=%d puts=%d", a.gets, a.puts);
 }
 
+/* The chunk checks: a table whose chunk size changes (a path's MTU
+ * fallback) checks against the new size, and the duplicate tracking starts
+ * and ends at exactly USNIC_REASM_MAX_CHUNKS chunks. */
+static void test_reasm_chunk_sizes(void)
+{
+    struct usnic_reasm_table t;
+    struct talloc a = {0, 0, 0};
+    struct usnic_reasm_alloc alloc = {t_get, t_put, &a};
+    static uint8_t data[1472];
+    struct usnic_reasm *r;
+    bool ok;
+
+    check_seed = 0;
+    memset(data, 5, sizeof(data));
+    usnic_reasm_table_init(&t, 8, &alloc, 1);
+    t.chunk = 1000;
+    ok = USNIC_DROP_CHUNK_RANGE == usnic_reasm_add(&t, 1, 5000, 1412, data, 1000, 9) &&
+         USNIC_PKT_OK == usnic_reasm_add(&t, 1, 5000, 3000, data, 1000, 9);
+    t.chunk = 1412; /* the sender's chunks change size: offsets are checked against it */
+    ok = ok && USNIC_DROP_CHUNK_RANGE == usnic_reasm_add(&t, 2, 5000, 1000, data, 1000, 9) &&
+         USNIC_DROP_CHUNK_RANGE == usnic_reasm_add(&t, 2, 5000, 2825, data, 1412, 9) &&
+         USNIC_PKT_OK == usnic_reasm_add(&t, 2, 5000, 2824, data, 1412, 9);
+    check(ok, "reasm/chunk_size_change_checked", "an offset judged by the old size");
+    usnic_reasm_table_fini(&t);
+
+    /* 512 chunks of 1000 bytes (the last one short) are tracked: a
+     * repeated chunk is rejected; 513 chunks are not tracked */
+    for (int more = 0; more <= 1; more++) {
+        uint64_t len = (uint64_t) USNIC_REASM_MAX_CHUNKS * 1000u - 1u + (uint64_t) more * 2u;
+        uint64_t last = (len - 1) / 1000u * 1000u;
+        enum usnic_drop_reason again;
+        usnic_reasm_table_init(&t, 8, &alloc, 1);
+        t.chunk = 1000;
+        ok = USNIC_PKT_OK == usnic_reasm_add(&t, 1, len, last, data, (uint32_t) (len - last), 9);
+        again = usnic_reasm_add(&t, 1, len, last, data, (uint32_t) (len - last), 9);
+        ok = ok && (more ? USNIC_PKT_OK == again : USNIC_DROP_CHUNK_RANGE == again);
+        check(ok, more ? "reasm/chunk_513_not_tracked" : "reasm/chunk_512_tracked", "again=%d",
+              again);
+        r = usnic_reasm_pop(&t);
+        if (NULL != r) {
+            usnic_reasm_release(&t, r);
+        }
+        usnic_reasm_table_fini(&t);
+    }
+    check(a.gets == a.puts, "reasm/chunk_sizes_no_leak", "gets=%d puts=%d", a.gets, a.puts);
+}
+
 /* Deferred chunks (btl_usnic_reasm.h): chunks in order from offset 0 stay
  * where they arrived as pieces; anything else copies them in first. */
 static bool add_d(struct usnic_reasm_table *t, uint32_t id, uint64_t msg_len, uint64_t off,
@@ -2444,6 +2491,7 @@ int main(void)
     test_reasm_orders();
     test_reasm_check();
     test_reasm_chunk_positions();
+    test_reasm_chunk_sizes();
     test_reasm_defer();
     test_reasm_defer_random();
     test_reg_direct();
