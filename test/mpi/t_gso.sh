@@ -124,13 +124,24 @@ fi
 #    receive buffers; those of 8972-byte datagrams, after a fragment's
 #    first GRO batch, straight into its reassembly buffer
 ffloor=$((4 * $(pingpong_size_sum 262145)))
-# fragments_run NAME MCA: the pingpong up to 256 KiB + 1 with MCA, every
-# byte checked and no PUT; true where the kernel backend's counters follow
-fragments_run() {
-    EXTRA_MCA="${EXTRA_MCA:-} $2" run_mpi 2 "$BIN" -m 262145
-    check_run "$1" $? 2 "$ffloor" || return 1
-    each_rank "$1, no PUT (no rendezvous)" puts -eq 0
+# checked_run NAME MCA FLOOR PUTS ARGS...: $BIN ARGS with MCA, every byte
+# checked, and PUTs as PUTS says ("none" or "some"); true where the
+# kernel backend's counters follow
+checked_run() {
+    local name=$1 mca=$2 floor=$3 puts=$4
+    shift 4
+    EXTRA_MCA="${EXTRA_MCA:-} $mca" run_mpi 2 "$BIN" "$@"
+    check_run "$name" $? 2 "$floor" || return 1
+    if [ "$puts" = none ]; then
+        each_rank "$name, no PUT (no rendezvous)" puts -eq 0
+    else
+        each_rank "$name, by PUT" puts -gt 0
+    fi
     $kernel
+}
+# fragments_run NAME MCA: the pingpong up to 256 KiB + 1, no PUT
+fragments_run() {
+    checked_run "$1" "$2" "$ffloor" none -m 262145
 }
 if fragments_run "gso: fragments up to 256 KiB + 1" "$small"; then
     each_rank "gso: 1400-byte chunks not received in place" rx_direct -eq 0
@@ -166,13 +177,9 @@ fi
 
 build_prog manymsgs || finish
 bigfloor=$((2 * 12 * 2 * 1048576))
-# bigrun NAME MCA: 2 rounds of 12 messages of 1 MiB + up to 4 KiB each
-# way, every byte checked; true where the kernel backend's counters follow
+# bigrun NAME MCA: 2 rounds of 12 messages of 1 MiB + up to 4 KiB each way
 bigrun() {
-    EXTRA_MCA="${EXTRA_MCA:-} $2" run_mpi 2 "$BIN" -b 1048576 -n 12
-    check_run "$1" $? 2 "$bigfloor" || return 1
-    each_rank "$1, by PUT" puts -gt 0
-    $kernel
+    checked_run "$1" "$2" "$bigfloor" some -b 1048576 -n 12
 }
 if bigrun "gso: 1 MiB messages into targets of their own" ""; then
     each_rank "gso: 1 MiB PUTs copied past the caches" rx_put_streamed -gt 0
