@@ -277,9 +277,9 @@ static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool 
  * of a cold target before writing it; a receive buffer that stays in the
  * cache and non-temporal stores from it beat that: 1 MiB streams into 64
  * distinct targets on loopback 5.4-5.9 against 4.3-4.8 GB/s, between two
- * hosts at MTU 9000 1.08-1.27x (docs/perf-kernel-backend.md, session 17).
- * With 1472-byte datagrams the in-place receive stays ahead (0.8-0.9x
- * without it).
+ * hosts at MTU 9000 1.01-1.27x, median 1.14 (docs/perf-kernel-backend.md,
+ * session 17).  With 1472-byte datagrams the in-place receive stays ahead
+ * (streams 0.90x, median, without it).
  */
 #define USNIC_DIRECT_CHUNK_MIN 4096
 
