@@ -28,8 +28,28 @@ wrap=$TEST_TMP/bin/ns-$$
 mkdir -p "$wrap"
 printf '#!/bin/sh\nexec ip netns exec %s %s "$@"\n' "$ns" "$(command -v mpirun)" > "$wrap/mpirun"
 chmod +x "$wrap/mpirun"
-PATH=$wrap:$PATH run_mpi 2 "$BIN" -m 4194304
-rc=$?
+# mpirun (Open MPI 4.1.4's ORTE) sometimes fails to forward the ranks'
+# help message in this namespace: "ORTE_ERROR_LOG: Out of resource in
+# file ../../../orte/util/show_help.c", and now and then mpirun itself then
+# crashes in its PMIx log handler (pmix_server_log_fn ->
+# orte_rml_oob_send_buffer_nb, signal 11; seen once in ~30 runs under load).
+# That is mpirun's crash, not a rank's: the job is run again, at most
+# twice, and the run that counts must pass everything below.
+dropped() {
+    ip netns exec "$ns" nft list ruleset | grep -o 'packets [0-9]*' | head -1 | cut -d' ' -f2
+}
+for attempt in 1 2 3; do
+    drops0=$(dropped)
+    PATH=$wrap:$PATH run_mpi 2 "$BIN" -m 4194304
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -q 'ORTE_ERROR_LOG: Out of resource in file .*show_help.c' "$RUN_LOG" &&
+        grep -q 'pmix_server_log_fn' "$RUN_LOG" && [ "$attempt" -lt 3 ]; then
+        printf '    datagram fallback: mpirun crashed forwarding the help message (ORTE, rc=%s): run %d again\n' \
+            "$rc" $((attempt + 1))
+        continue
+    fi
+    break
+done
 rm -rf "$wrap"
 check_run "datagram fallback: ping-pong correct" $rc 2 0
 if grep -q 'could not confirm that 65507-byte datagrams' "$RUN_LOG"; then
@@ -39,7 +59,7 @@ elif grep -q 'ORTE_ERROR_LOG.*show_help' "$RUN_LOG"; then
 else
     fail "datagram fallback" "no self-test failure message" "$RUN_LOG"
 fi
-drops=$(ip netns exec "$ns" nft list ruleset | grep -o 'packets [0-9]*' | head -1 | cut -d' ' -f2)
+drops=$(($(dropped) - ${drops0:-0})) # (by the run that counts)
 pkts=$(stat_sum "$RUN_LOG" tx_pkts)
 bytes=$(stat_sum "$RUN_LOG" tx_bytes)
 if [ "${drops:-0}" -ge 2 ] && [ "$pkts" -ge $((bytes / 1472)) ]; then
