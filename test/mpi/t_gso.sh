@@ -175,7 +175,16 @@ if check_run "gso: 65507-byte datagrams, loss, duplicates, reordering" $? 2 "$fl
     each_rank "gso: 65507-byte datagrams under faults, resent" retrans -gt 0
 fi
 
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"
+if check_run "gso: direct receive off" $? 2 "$floor" && $kernel; then
+    each_rank "gso: direct receive off, trains still sent" gso_trains -gt 0
+    each_rank "gso: direct receive off, nothing received in place" rx_direct -eq 0
+fi
+
+# i. trains that go on from one message to the next (manymsgs: 2 ranks x
+#    N messages each way x 2 rounds, each at least 8 bytes)
 build_prog manymsgs || finish
+# h. (with i.'s program) 1 MiB messages, each into a target of its own
 bigfloor=$((2 * 12 * 2 * 1048576))
 # bigrun NAME MCA: 2 rounds of 12 messages of 1 MiB + up to 4 KiB each way
 bigrun() {
@@ -192,16 +201,6 @@ if bigrun "gso: 1 MiB messages into targets of their own, loss, duplicates, reor
     each_rank "gso: 1 MiB PUTs under faults, copied past the caches" rx_put_streamed -gt 0
 fi
 
-build_prog pingpong || finish
-EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"
-if check_run "gso: direct receive off" $? 2 "$floor" && $kernel; then
-    each_rank "gso: direct receive off, trains still sent" gso_trains -gt 0
-    each_rank "gso: direct receive off, nothing received in place" rx_direct -eq 0
-fi
-
-# i. trains that go on from one message to the next (manymsgs: 2 ranks x
-#    N messages each way x 2 rounds, each at least 8 bytes)
-build_prog manymsgs || finish
 mn=3000
 mfloor=$((2 * mn * 2 * 8))
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_tx_coalesce 0" run_mpi 2 "$BIN" -n $mn
