@@ -33,6 +33,7 @@
 #include "btl_usnic_proto.h"
 #include "btl_usnic_reg.h"
 #include "btl_usnic_rel.h"
+#include "btl_usnic_rx.h"
 #include "btl_usnic_stats.h"
 
 BEGIN_C_DECLS
@@ -261,6 +262,12 @@ typedef struct usnic_module {
      * tables listed here into their buffers (kernel backend: one batch of
      * receives). */
     bool rx_defer;
+    /* Header prediction (btl_usnic_rx.h) within one batch of receives:
+     * rx_pred_scope > 0 from usnic_rx_batch_begin() to usnic_rx_batch_end(),
+     * rx_predict from btl_usnic_rx_predict. */
+    bool rx_predict;
+    int rx_pred_scope;
+    struct usnic_rx_predict rx_pred;
     int n_deferred;
     struct usnic_reasm_table *deferred[USNIC_DEFER_TABLES];
     usnic_parked_t parked[USNIC_PARK_MAX];
@@ -315,6 +322,7 @@ typedef struct usnic_params {
     int gso;                      /* kernel backend: UDP_SEGMENT trains, UDP_GRO */
     int direct_recv;              /* kernel backend: PUT chunks received into their target */
     int in_place;      /* kernel backend: fragments handed over from the receive buffers */
+    int rx_predict;    /* header prediction on the receive path */
     int connect_peers; /* kernel backend: peers given sockets connected to them */
     int max_resends_per_iteration;
     int ack_delay;                      /* usec */

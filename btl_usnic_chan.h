@@ -114,6 +114,13 @@ static inline void usnic_rx_macs_done(usnic_module_t *module)
  * receive: btl_usnic_chan_kern.c), computed under ep's key. */
 void usnic_rx_macs_headers(usnic_module_t *module, const struct mca_btl_base_endpoint_t *ep,
                            const uint8_t *hdrs, size_t stride, size_t hdr_len, unsigned n);
+/* A batch of receives begins, or ends: the receive path may predict a
+ * chunk from the one before it within a batch (header prediction,
+ * btl_usnic_rx.h), never across batches.  Calls nest. */
+void usnic_rx_batch_begin(usnic_module_t *module);
+void usnic_rx_batch_end(usnic_module_t *module);
+/* Forget every module's prediction (a peer was declared dead). */
+void usnic_rx_predict_forget(void);
 /* Copy the chunks that datagrams left in the receive buffers while
  * module->rx_defer was set into their fragments' buffers (call before the
  * buffers are received into again; btl_usnic_reasm.h, deferred chunks). */

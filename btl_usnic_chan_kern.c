@@ -617,13 +617,15 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
 }
 
 /* The receive buffers about to be processed stay as they are until
- * defer_end(): their chunks may be left there (deferred chunks).  Returns
+ * defer_end(): their chunks may be left there (deferred chunks), and a
+ * chunk may be predicted from the one before it (usnic_rx_batch_begin).  Returns
  * what defer_end() restores (a poll may run inside another's callbacks). */
 static bool defer_begin(usnic_module_t *module)
 {
     bool was = module->rx_defer;
 
     module->rx_defer = (0 != mca_btl_usnic_component.params.in_place);
+    usnic_rx_batch_begin(module);
     return was;
 }
 
@@ -632,6 +634,7 @@ static void defer_end(usnic_module_t *module, bool was)
 {
     usnic_rx_defer_flush(module);
     module->rx_defer = was;
+    usnic_rx_batch_end(module);
 }
 
 static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)

@@ -289,6 +289,7 @@ usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *a
     } while (0 == module->key);
     usnic_sip_key_load(&module->mac_key, module->secret);
     module->stream_copy_min = (uint64_t) p->stream_copy_min;
+    module->rx_predict = (0 != p->rx_predict);
     module->early_copy_max = (uint64_t) p->early_copy_max;
     module->train_copy = (uint32_t) p->train_copy;
     module->tx_coalesce = (uint64_t) p->tx_coalesce;

@@ -507,6 +507,7 @@ void usnic_endpoint_fail(mca_btl_base_endpoint_t *ep, const char *why)
         return;
     }
     ep->dead = true;
+    usnic_rx_predict_forget();
     inet_ntop(AF_INET, &ep->remote.ipv4, addr, sizeof(addr));
     inet_ntop(AF_INET, &module->if_addr.sin_addr, laddr, sizeof(laddr));
     usnic_show_help_running(

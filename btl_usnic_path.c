@@ -13,6 +13,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_cc.h"
+#include "btl_usnic_chan.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_path.h"
 #include "btl_usnic_proc.h"
@@ -144,6 +145,7 @@ static void path_fail(mca_btl_base_endpoint_t *ep, const char *topic, uint32_t s
         return;
     }
     ep->dead = true;
+    usnic_rx_predict_forget();
     inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
     inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
     usnic_rec_ifname(&ep->remote, rif);

@@ -113,8 +113,11 @@ static enum usnic_drop_reason rx_lookup(void *t, const struct usnic_pkt_hdr *hdr
         return USNIC_DROP_SENDER;
     } else if (OPAL_UNLIKELY(!source_ok(module, ep))) {
         return USNIC_DROP_ADDRESS;
-    } else if (OPAL_UNLIKELY(0 != ep->detour_until)) {
-        ep->detour_until = 0; /* its datagrams come directly again: so do ours */
+    } else {
+        if (OPAL_UNLIKELY(0 != ep->detour_until)) {
+            ep->detour_until = 0; /* its datagrams come directly again: so do ours */
+        }
+        c->predict = true; /* (not a detour: nothing more to do for its next datagrams) */
     }
     c->rel = &ep->rel;
     c->reasm = &ep->reasm;
@@ -538,6 +541,43 @@ static inline const struct usnic_sip_key *mac_ahead(const usnic_module_t *module
     return module->rx_macs.key;
 }
 
+/* Where the datagram being processed came from, as one number: equal for
+ * two datagrams exactly when source_ok() compares the same source. */
+static inline uint64_t source_token(const usnic_module_t *module)
+{
+    switch (module->src_check) {
+    case USNIC_SRC_FI:
+        return (uint64_t) module->rx_from.fi;
+    case USNIC_SRC_PREFIX:
+    case USNIC_SRC_SOCKET:
+        return ((uint64_t) module->rx_from.ip << 32) | ((uint64_t) module->rx_from.port << 8) |
+               module->rx_from.lane;
+    default:
+        return 0;
+    }
+}
+
+void usnic_rx_batch_begin(usnic_module_t *module)
+{
+    module->rx_pred.ok = false;
+    module->rx_pred_scope++;
+}
+
+void usnic_rx_batch_end(usnic_module_t *module)
+{
+    module->rx_pred.ok = false;
+    module->rx_pred_scope--;
+    module->stats.rx_predicted += module->rx_pred.hits;
+    module->rx_pred.hits = 0;
+}
+
+void usnic_rx_predict_forget(void)
+{
+    for (int i = 0; i < mca_btl_usnic_component.num_modules; i++) {
+        mca_btl_usnic_component.modules[i]->rx_pred.ok = false;
+    }
+}
+
 static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t len,
                            const uint8_t *payload)
 {
@@ -551,6 +591,8 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
         .defer = module->rx_defer && module->n_deferred < USNIC_DEFER_TABLES,
         .mac_key = mac_key,
         .mac_tag = mac_tag,
+        .predict = (module->rx_predict && module->rx_pred_scope > 0) ? &module->rx_pred : NULL,
+        .src = source_token(module),
     };
 
     enum usnic_drop_reason why = usnic_rx_dispatch(&btl_rx_ops, module, buf, len, &p);

@@ -28,7 +28,9 @@
 #define BTL_USNIC_RX_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "btl_usnic_proto.h"
 #include "btl_usnic_reasm.h"
@@ -43,6 +45,51 @@ struct usnic_rx_conn {
     struct usnic_sip_memo *memo;     /* for its MACs (usnic_siphash24_memo); may be NULL */
     int auth;                        /* 0 none, 1 header, 2 full (the connection's setting) */
     bool crc;                        /* CRC32C required */
+    /* The lookup found the sender directly, with nothing to do for it
+     * beyond the source check: its next chunks may take the predicted
+     * path (struct usnic_rx_predict).  Left false by lookups that know
+     * nothing of it. */
+    bool predict;
+};
+
+/*
+ * Header prediction: the chunk accepted last, so that the next chunk of
+ * the same fragment from the same sender, arriving next, is taken without
+ * the full sequence of checks.  A chunk takes the predicted path only if
+ * its header equals that chunk's in every field the checks read, but for
+ * seq (one more), the offset (where that chunk ended) and ts, and if it
+ * came from the same source, on the same lane, and its MAC (auth header,
+ * computed ahead) or no MAC (auth none) says what that chunk's did.  Then
+ * every check of the full path would pass for it, for the same reasons:
+ *   1. parse: the same lengths, type, flags and chunk length; its range
+ *      ends before the fragment does (not its last chunk);
+ *   2. sender: the same key from the same source (params.src); the
+ *      connection's state is current (the transport forgets the
+ *      prediction when it could change: end of a receive batch, a peer
+ *      declared dead);
+ *   3. integrity: the header MAC, as the full path checks it (the tag
+ *      computed ahead under the connection's key, else computed now);
+ *   4. ACK: no ACK request (the flags are the same, and a chunk that
+ *      asked for an ACK is never predicted from); the cumulative ACK is
+ *      processed as the full path processes it;
+ *   5. sequence: the next expected, nothing received beyond it;
+ *   6. the same tag and fragment (msg_id, msg_len), still being
+ *      reassembled, since only the fragment's own chunks came in between.
+ * What the full path would do with it is then done: the freshness mark,
+ * the ACK, usnic_reasm_add_defer() (which checks the chunk's place
+ * itself), the commit.  Anything else takes the full path, which forgets the prediction
+ * first and may set a new one.  The transport owns the struct and sets
+ * ok = false whenever what it vouched for could change.
+ */
+struct usnic_rx_predict {
+    bool ok;
+    struct usnic_rx_conn c;   /* the sender's connection, as the lookup gave it */
+    struct usnic_pkt_hdr hdr; /* the header of the chunk accepted last */
+    uint64_t msg_len;         /* its fragment's length */
+    uint64_t next_off;        /* where it ended */
+    uint64_t src;             /* where it came from (usnic_rx_params.src) */
+    uint32_t len;             /* its datagram's length */
+    uint64_t hits;            /* chunks taken on the predicted path */
 };
 
 struct usnic_rx_ops {
@@ -110,6 +157,11 @@ struct usnic_rx_params {
      * connection's key is mac_key and it takes auth header alone. */
     const struct usnic_sip_key *mac_key;
     uint64_t mac_tag;
+    /* Header prediction (struct usnic_rx_predict), NULL: none.  src names
+     * where the datagram came from (the transport's token: the same value
+     * exactly when the lookup's source check would see the same source). */
+    struct usnic_rx_predict *predict;
+    uint64_t src;
 };
 
 /* Hand every fragment that is complete and next in order to the PML. */
@@ -145,6 +197,131 @@ static inline void usnic_rx_commit(const struct usnic_rx_ops *ops, void *t,
     ops->accepted(t, c->ep, v->payload_len);
 }
 
+/* A new data packet's piggy-backed ACK (flags & USNIC_PKT_FLAG_ACK):
+ * USNIC_PKT_OK, or dropped for a range it cannot acknowledge. */
+static inline enum usnic_drop_reason usnic_rx_data_ack(const struct usnic_rx_ops *ops, void *t,
+                                                       const struct usnic_rx_conn *c,
+                                                       const struct usnic_pkt_hdr *hdr,
+                                                       uint64_t now)
+{
+    int released = usnic_rel_tx_ack(c->rel, hdr->ack_seq, false, 0, hdr->ts_echo, now);
+
+    if (released < 0) {
+        ops->drop(t, c->ep, USNIC_DROP_ACK_RANGE);
+        return USNIC_DROP_ACK_RANGE;
+    }
+    if (released > 0) {
+        ops->acked(t, c->ep, released);
+    }
+    return USNIC_PKT_OK;
+}
+
+/* A chunk that follows the predicted one in every respect
+ * (struct usnic_rx_predict)? */
+static inline bool usnic_rx_predicted(const struct usnic_rx_predict *pr, const uint8_t *buf,
+                                      size_t len, const struct usnic_rx_params *p)
+{
+    const struct usnic_pkt_hdr *h = (const struct usnic_pkt_hdr *) buf;
+    const struct usnic_chunk_hdr *ch = (const struct usnic_chunk_hdr *) (h + 1);
+    const struct usnic_rel *rel = pr->c.rel;
+
+    if (len != pr->len || p->src != pr->src || p->lane != pr->hdr.lane || NULL != p->payload ||
+        /* version, type, flags, tag, payload_len, sender_key, src_module */
+        0 != memcmp(h, &pr->hdr, offsetof(struct usnic_pkt_hdr, seq)) ||
+        h->seq != pr->hdr.seq + 1u || h->msg_id != pr->hdr.msg_id || h->lane != pr->hdr.lane ||
+        0 != (h->reserved[0] | h->reserved[1] | h->reserved[2]) || ch->msg_len != pr->msg_len ||
+        ch->offset != pr->next_off || ch->offset + h->payload_len >= ch->msg_len) {
+        return false;
+    }
+    if (h->seq != rel->rx.expected || usnic_seq_diff(rel->rx.expected, rel->rx.highest) != 1) {
+        return false;
+    }
+    if (0 == pr->c.auth) {
+        return true;
+    }
+    /* auth header: the tag computed ahead, else computed now (as the
+     * full path would) */
+    if (NULL != p->mac_key && p->mac_key == pr->c.key) {
+        return usnic_sip_tag_equal(h->mac, p->mac_tag);
+    }
+    return USNIC_PKT_OK == usnic_pkt_verify(buf, USNIC_HDR_LEN_CHUNK + h->payload_len, pr->c.key,
+                                            pr->c.memo, 1, false);
+}
+
+/* The chunk at buf follows the predicted one (usnic_rx_predicted()): do
+ * what the full path would do with it. */
+static inline enum usnic_drop_reason usnic_rx_take_predicted(const struct usnic_rx_ops *ops,
+                                                             void *t, const uint8_t *buf,
+                                                             size_t len,
+                                                             const struct usnic_rx_params *p)
+{
+    struct usnic_rx_predict *pr = p->predict;
+    const struct usnic_rx_conn *c = &pr->c;
+    const struct usnic_pkt_hdr *h = (const struct usnic_pkt_hdr *) buf;
+    const struct usnic_chunk_hdr *ch = (const struct usnic_chunk_hdr *) (h + 1);
+    struct usnic_pkt_view v;
+    enum usnic_drop_reason why;
+    bool deferred_now = false;
+
+    (void) usnic_rel_rx_fresh(c->rel, false, p->lane, h->ts, p->now);
+    if (h->flags & USNIC_PKT_FLAG_ACK) {
+        why = usnic_rx_data_ack(ops, t, c, h, p->now);
+        if (USNIC_PKT_OK != why) {
+            pr->ok = false;
+            return why;
+        }
+    }
+    v.hdr = h;
+    v.chunk = ch;
+    v.put = NULL;
+    v.sack = NULL;
+    v.sack_words = 0;
+    v.payload = buf + USNIC_HDR_LEN_CHUNK;
+    v.payload_len = h->payload_len;
+    v.len = (uint32_t) USNIC_HDR_LEN_CHUNK + h->payload_len;
+    (void) len;
+    why = usnic_reasm_add_defer(c->reasm, h->msg_id, ch->msg_len, ch->offset, v.payload,
+                                v.payload_len, h->tag, p->defer, &deferred_now);
+    if (USNIC_PKT_OK != why) {
+        pr->ok = false;
+        ops->drop(t, c->ep, why);
+        return why;
+    }
+    if (deferred_now) {
+        ops->deferred(t, c->ep, c->reasm);
+    }
+    if (NULL != ops->chunk_added) {
+        ops->chunk_added(t, c->ep, &v);
+    }
+    usnic_rx_commit(ops, t, c, &v, p->now);
+    pr->hdr.seq = h->seq;
+    pr->next_off = ch->offset + h->payload_len;
+    pr->hits++;
+    return USNIC_PKT_OK;
+}
+
+/* A chunk the full path accepted, not its fragment's last: predict the
+ * next (struct usnic_rx_predict). */
+static inline void usnic_rx_predict_set(struct usnic_rx_predict *pr, const struct usnic_rx_conn *c,
+                                        const struct usnic_pkt_view *v, size_t len,
+                                        const struct usnic_rx_params *p)
+{
+    const struct usnic_pkt_hdr *h = v->hdr;
+
+    if (!c->predict || c->crc || c->auth > 1 || NULL != p->payload ||
+        0 != (h->flags & USNIC_PKT_FLAG_ACK_REQ) ||
+        v->chunk->offset + v->payload_len >= v->chunk->msg_len) {
+        return;
+    }
+    pr->c = *c;
+    memcpy(&pr->hdr, h, sizeof(pr->hdr));
+    pr->msg_len = v->chunk->msg_len;
+    pr->next_off = v->chunk->offset + v->payload_len;
+    pr->src = p->src;
+    pr->len = (uint32_t) len;
+    pr->ok = true;
+}
+
 /*
  * Process one datagram.  Returns USNIC_PKT_OK if it was taken (or was an
  * ACK), else the reason it was dropped (already reported through ops->drop).
@@ -160,6 +337,12 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
     enum usnic_rx_verdict verdict;
     bool fresh;
 
+    if (NULL != p->predict) {
+        if (p->predict->ok && usnic_rx_predicted(p->predict, buf, len, p)) {
+            return usnic_rx_take_predicted(ops, t, buf, len, p);
+        }
+        p->predict->ok = false;
+    }
     why = usnic_pkt_parse(buf, len, p->max_msg_len, &v);
     if (USNIC_PKT_OK != why) {
         ops->drop(t, NULL, why);
@@ -170,6 +353,7 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
         v.payload = p->payload;
     }
     c.memo = NULL; /* unless the lookup has one */
+    c.predict = false;
     why = ops->lookup(t, hdr, &c);
     if (USNIC_PKT_OK != why) {
         ops->drop(t, NULL, why);
@@ -246,13 +430,9 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
     }
     /* a new packet, or one the peer sent again: its ACK is current */
     if (hdr->flags & USNIC_PKT_FLAG_ACK) {
-        int released = usnic_rel_tx_ack(c.rel, hdr->ack_seq, false, 0, hdr->ts_echo, p->now);
-        if (released < 0) {
-            ops->drop(t, c.ep, USNIC_DROP_ACK_RANGE);
-            return USNIC_DROP_ACK_RANGE;
-        }
-        if (released > 0) {
-            ops->acked(t, c.ep, released);
+        why = usnic_rx_data_ack(ops, t, &c, hdr, p->now);
+        if (USNIC_PKT_OK != why) {
+            return why;
         }
     }
     if (USNIC_RX_DUP == verdict) {
@@ -304,6 +484,9 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
             usnic_rx_commit(ops, t, &c, &v, p->now);
         }
         usnic_rx_drain(ops, t, &c);
+        if (!whole && NULL != p->predict) {
+            usnic_rx_predict_set(p->predict, &c, &v, len, p);
+        }
         return USNIC_PKT_OK;
     }
 

@@ -45,6 +45,8 @@
     X(rx_direct_miss, "kernel backend: direct receives holding other datagrams than expected")     \
     X(rx_direct_pad, "kernel backend: padded last chunks of a message received in place")          \
     X(rx_put_streamed, "PUT chunks copied into their target past the caches (stream_copy_min)")    \
+    X(rx_predicted, "chunks taken on the predicted path (the next chunk of the fragment "          \
+                    "before, from the same sender: btl_usnic_rx_predict)")                         \
     X(rx_in_place, "kernel backend: chunked fragments handed to the PML from the receive buffers " \
                    "(no reassembly copy)")                                                         \
     X(window_full, "times a peer's send window was full")                                          \

@@ -12,7 +12,9 @@
 #   c. the kernel refusing UDP_SEGMENT (btl_usnic_debug_gso_refused 1, as
 #      EIO from a kernel or device without it): the verbose note says so,
 #      no train is sent, the data arrive datagram by datagram
-#   d. btl_usnic_gso 0: no trains, no GRO batches
+#   d. btl_usnic_gso 0: no trains, no GRO batches; with btl_usnic_rx_predict
+#      0 no chunk predicted (a. and b. predict chunks from the one before:
+#      rx_predicted > 0, as do i.'s runs with the MACs checked one by one)
 #   f. messages up to 256 KiB + 1 (eager, chunked, no PUT): with 1472-byte
 #      datagrams their chunks go through receive buffers (rx_direct = 0:
 #      the scattered receive costs more than it saves there), with
@@ -68,6 +70,7 @@ if check_run "gso: trains" $? 2 "$floor" && $kernel; then
     each_rank "gso: trains sent" gso_trains -gt 0
     each_rank "gso: trains copied into one buffer" trains_copied -gt 0
     each_rank "gso: coalesced receives" gro_batches -gt 0
+    each_rank "gso: chunks taken on the predicted path" rx_predicted -gt 0
     each_rank "gso: PUT chunks received in place (direct receive)" rx_direct -gt 0
     if grep -qw avx512f /proc/cpuinfo && grep -qw avx512_vbmi2 /proc/cpuinfo; then
         each_rank "gso: header MACs of trains computed 8 at a time" macs_tx_lanes -gt 0
@@ -96,6 +99,7 @@ if check_run "gso: 2% loss inside trains" $? 2 "$floor" && usnic_mode; then
     each_rank "gso: 2% loss, datagrams dropped" inj_drop -gt 0
     each_rank "gso: 2% loss, resent" retrans -gt 0
     $kernel && each_rank "gso: 2% loss, trains sent" gso_trains -gt 0
+    $kernel && each_rank "gso: 2% loss, chunks predicted" rx_predicted -gt 0
 fi
 
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_debug_gso_refused 1 --mca btl_base_verbose 5" \
@@ -112,10 +116,11 @@ if check_run "gso: refused by the kernel" $? 2 "$floor" && $kernel; then
     fi
 fi
 
-EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_gso 0" run_mpi 2 "$BIN"
+EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_gso 0 --mca btl_usnic_rx_predict 0" run_mpi 2 "$BIN"
 if check_run "gso: off" $? 2 "$floor" && $kernel; then
     each_rank "gso: off, no train" gso_trains -eq 0
     each_rank "gso: off, no coalesced receive" gro_batches -eq 0
+    each_rank "gso: rx_predict 0, nothing predicted" rx_predicted -eq 0
 fi
 
 # f. messages up to 256 KiB + 1 only: eager fragments, chunked, no PUT
@@ -236,6 +241,7 @@ if check_run "gso: trains in pieces, loss, duplicates, reordering" $? 2 "$mfloor
     each_rank "gso: train_copy 0, nothing copied" trains_copied -eq 0
     each_rank "gso: mac_lanes 0, header MACs one by one (sent)" macs_tx_lanes -eq 0
     each_rank "gso: mac_lanes 0, header MACs one by one (received)" macs_rx_lanes -eq 0
+    each_rank "gso: mac_lanes 0, chunks still predicted (MACs checked one by one)" rx_predicted -gt 0
 fi
 
 # j. trains left open while 64 KiB are in flight, for the next messages

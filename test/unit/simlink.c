@@ -224,9 +224,11 @@ static struct sim_pkt *heap_pop(struct sim *s)
     return top;
 }
 
-static void enqueue_copy(struct sim *s, int to, const void *buf, size_t len, uint64_t t)
+static void enqueue_copy(struct sim *s, int to, const void *buf, size_t len, uint64_t t,
+                         uint64_t src)
 {
     struct sim_pkt *p = xcalloc(1, sizeof(*p));
+    p->src = src;
     /* exact-size allocation: the sanitizers catch any read past the datagram */
     p->buf = xcalloc(1, len);
     if (len) {
@@ -257,6 +259,25 @@ static void xmit(struct sim *s, struct sim_ep *from, const uint8_t *buf, size_t 
     start = (from->link_free_ns > s->now) ? from->link_free_ns : s->now;
     from->link_free_ns = start + (len * s->cfg.ps_per_byte + 999) / 1000;
     t = from->link_free_ns + s->cfg.latency_ns;
+    if (s->cfg.foreign > 0 && len >= sizeof(struct usnic_pkt_hdr) &&
+        USNIC_PKT_ACK != ((const struct usnic_pkt_hdr *) (const void *) buf)->type &&
+        sim_rng_unit(&s->rng) < s->cfg.foreign) {
+        /* the same datagram from elsewhere, just before the genuine one */
+        s->foreign++;
+        enqueue_copy(s, 1 - from->idx, buf, len, t, SIM_SRC_FOREIGN);
+    }
+    if (s->cfg.forged > 0 && len >= USNIC_HDR_LEN_CHUNK &&
+        USNIC_PKT_ACK != ((const uint8_t *) buf)[1] && sim_rng_unit(&s->rng) < s->cfg.forged) {
+        /* one bit of bytes [20, 40), [48, 56) or, in a chunk, [56, 72) */
+        static const uint8_t at[] = {20, 24, 28, 32, 36, 48, 52, 56, 60, 64, 68};
+        uint8_t *bad = xcalloc(1, len);
+        unsigned k = (unsigned) sim_rng_below(&s->rng, (USNIC_PKT_FRAG == buf[1]) ? 7 : 11);
+        memcpy(bad, buf, len);
+        bad[at[k] + sim_rng_below(&s->rng, 4)] ^= (uint8_t) (1u << sim_rng_below(&s->rng, 8));
+        s->forged++;
+        enqueue_copy(s, 1 - from->idx, bad, len, t, SIM_SRC_FORGED);
+        free(bad);
+    }
     copies = 1;
     if (s->cfg.dup > 0 && sim_rng_unit(&s->rng) < s->cfg.dup) {
         copies = 2;
@@ -268,7 +289,7 @@ static void xmit(struct sim *s, struct sim_ep *from, const uint8_t *buf, size_t 
             extra = sim_rng_range(&s->rng, 0, s->cfg.reorder_max_ns);
             s->delayed++;
         }
-        enqueue_copy(s, 1 - from->idx, buf, len, t + extra + (uint64_t) c);
+        enqueue_copy(s, 1 - from->idx, buf, len, t + extra + (uint64_t) c, SIM_SRC_PEER);
     }
 }
 
@@ -556,6 +577,7 @@ void sim_forget_sender(struct sim *s, int at, uint64_t key)
         }
     }
     ep->nknown = j;
+    ep->pred.ok = false; /* (its connection is no more) */
 }
 
 /* ---------------------------------------------------------------- messages */
@@ -713,6 +735,10 @@ static bool post_seg(struct sim *s, struct sim_ep *ep, struct sim_seg *seg, bool
     }
     if (seg->q_on) {
         rq_unlink(ep, seg);
+    }
+    if (!ack_req && 0 == seg->rel.sends && s->cfg.ack_req > 0 &&
+        sim_rng_unit(&s->rng) < s->cfg.ack_req) {
+        ack_req = true;
     }
     h->flags = USNIC_PKT_FLAG_ACK | (ack_req ? USNIC_PKT_FLAG_ACK_REQ : 0);
     h->ack_seq = usnic_rel_rx_ack_value(&ep->rel);
@@ -876,6 +902,10 @@ static enum usnic_drop_reason sim_rx_lookup(void *t, const struct usnic_pkt_hdr 
     if (NULL == peer) {
         return USNIC_DROP_SENDER;
     }
+    if (SIM_SRC_PEER != ep->sim->rx_src && SIM_SRC_FORGED != ep->sim->rx_src) {
+        return USNIC_DROP_ADDRESS; /* not from where the peer sends */
+    }
+    c->predict = true;
     c->rel = &ep->rel;
     c->reasm = &ep->reasm;
     c->ep = peer;
@@ -1069,13 +1099,18 @@ static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size
         .defer = defer,
         .mac_key = mac_key,
         .mac_tag = mac_tag,
+        .predict = s->cfg.predict ? &ep->pred : NULL,
+        .src = (SIM_SRC_FORGED == s->rx_src) ? SIM_SRC_PEER : s->rx_src,
     };
 
     ep->st.rx_pkts++;
     if (USNIC_PKT_OK == usnic_pkt_parse(buf, len, s->cfg.max_msg_len, &v) &&
         (v.hdr->flags & USNIC_PKT_FLAG_ACK_REQ)) {
         ep->st.rx_ack_reqs++;
+        ep->ack_req_in_run += (s->cfg.predict && ep->pred.ok);
     }
+    ep->foreign_in_run += (s->cfg.predict && ep->pred.ok && SIM_SRC_FOREIGN == s->rx_src);
+    ep->forged_in_run += (s->cfg.predict && ep->pred.ok && SIM_SRC_FORGED == s->rx_src);
     (void) usnic_rx_dispatch(&sim_rx_ops, ep, buf, len, &p);
 }
 
@@ -1085,13 +1120,14 @@ void sim_deliver_now(struct sim *s, int to, const void *buf, size_t len)
     if (len) {
         memcpy(copy, buf, len);
     }
+    s->rx_src = SIM_SRC_PEER;
     rx_packet(s, &s->ep[to], copy, len, false);
     free(copy);
 }
 
 void sim_inject(struct sim *s, int to, const void *buf, size_t len, uint64_t at_ns)
 {
-    enqueue_copy(s, to, buf, len, (at_ns < s->now) ? s->now : at_ns);
+    enqueue_copy(s, to, buf, len, (at_ns < s->now) ? s->now : at_ns, SIM_SRC_PEER);
 }
 
 /* ---------------------------------------------------------------- loop */
@@ -1137,6 +1173,7 @@ static bool next_event(const struct sim *s, uint64_t *t)
 static void batch_end(struct sim *s)
 {
     for (int i = 0; i < 2; i++) {
+        s->ep[i].pred.ok = false; /* (as the BTL: predictions live within a batch) */
         if (s->ep[i].deferred) {
             usnic_reasm_materialize(&s->ep[i].reasm);
             s->ep[i].deferred = false;
@@ -1163,6 +1200,7 @@ bool sim_step(struct sim *s)
     /* arrivals first, so ACKs cancel timers that expire at the same instant */
     while (s->nheap && s->heap[0]->t <= s->now) {
         struct sim_pkt *p = heap_pop(s);
+        s->rx_src = p->src;
         rx_packet(s, &s->ep[p->to], p->buf, p->len, s->cfg.defer);
         if (!s->cfg.defer) {
             free(p->buf);

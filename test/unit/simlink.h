@@ -37,6 +37,7 @@
 #include "btl_usnic_reasm.h"
 #include "btl_usnic_reg.h"
 #include "btl_usnic_rel.h"
+#include "btl_usnic_rx.h"
 
 /* ---- deterministic PRNG (splitmix64) ---- */
 
@@ -135,6 +136,22 @@ struct sim_cfg {
      * usnic_pkt_macs): 0 none; 1 right; 2 one bit off, under the connection's key;
      * 3 garbage under another key (the dispatch must not use it) */
     int mac_ahead;
+    /* header prediction (usnic_rx_params.predict): each receiver keeps its
+     * prediction from datagram to datagram, forgotten only at the end of a
+     * batch (cfg.defer) and when a sender is forgotten */
+    bool predict;
+    /* hostile: fraction of data datagrams that also arrive, just before the
+     * genuine copy, from another source (usnic_rx_params.src; the lookup
+     * drops them, drop_ADDRESS) */
+    double foreign;
+    /* hostile: fraction of data datagrams that also arrive, just before the
+     * genuine copy and from the peer's source, with one bit of a MAC'd
+     * field flipped (seq, ack_seq, msg_id, ts, ts_echo, the chunk header)
+     * or of the MAC itself (only with auth: the MAC must stop them) */
+    double forged;
+    /* fraction of first transmissions of data segments sent asking for an
+     * immediate ACK (USNIC_PKT_FLAG_ACK_REQ) */
+    double ack_req;
 };
 
 struct sim_msg {
@@ -245,11 +262,21 @@ struct sim_ep {
 
     struct sim_ep_stats st;
     uint64_t drops[USNIC_DROP__COUNT];
-    bool deferred; /* its table has a deferred fragment in the current batch */
+    bool deferred;                /* its table has a deferred fragment in the current batch */
+    struct usnic_rx_predict pred; /* cfg.predict */
+    /* cfg.predict: datagrams that arrived while a prediction was live, from
+     * another source (cfg.foreign) or asking for an ACK (cfg.ack_req) */
+    uint64_t foreign_in_run, ack_req_in_run, forged_in_run;
 };
+
+/* the source every genuine datagram comes from, and cfg.foreign's */
+#define SIM_SRC_PEER 0u
+#define SIM_SRC_FOREIGN 0xF0E1u
+#define SIM_SRC_FORGED 0xF0E2u /* (arrives as from the peer: the MAC must tell) */
 
 struct sim_pkt {
     uint64_t t, order;
+    uint64_t src; /* SIM_SRC_* */
     int to;
     size_t len;
     uint8_t *buf;
@@ -276,7 +303,8 @@ struct sim {
     void *filter_arg;
 
     uint64_t steps;
-    uint64_t lost, filtered, duplicated, delayed;
+    uint64_t lost, filtered, duplicated, delayed, foreign, forged;
+    uint64_t rx_src; /* the source of the datagram being processed */
     uint64_t errors;
     char err[256];
 };

@@ -2162,6 +2162,155 @@ static void test_mac_ahead_rx(void)
     }
 }
 
+/*
+ * Header prediction (struct usnic_rx_predict) changes nothing but the
+ * work done: the same traffic, with the same seed, run once without and
+ * once with it, must leave both endpoints in the same state, message by
+ * message and counter by counter (every drop reason, every ACK sent,
+ * every retransmission, the reliability core's statistics), under loss,
+ * duplication and reordering.  Hostile datagrams are mixed in where a
+ * prediction is live: copies of data datagrams with valid MACs from
+ * another source, arriving just before the genuine one (each must be
+ * dropped by the source check: drop_ADDRESS counts exactly them), copies
+ * from the peer's own source with one bit of a MAC'd field or of the MAC
+ * flipped (the MAC must stop them, whether its tag came computed ahead,
+ * under another key, or not at all), and chunks asking for an immediate
+ * ACK in the middle of a fragment (the ACK must go out as the full path
+ * sends it).  Settings where nothing may be predicted (CRC, auth full)
+ * must predict nothing.
+ */
+static void predict_run(const struct sim_cfg *cfg, bool predict, struct sim *s, int *rc, char *why,
+                        size_t whylen)
+{
+    struct sim_cfg c = *cfg;
+    struct sim_rng rng;
+
+    c.predict = predict;
+    sim_init(s, &c);
+    sim_rng_seed(&rng, cfg->seed ^ 0x5eed);
+    for (int m = 0; m < 120; m++) {
+        /* mostly fragments of many chunks, some single datagrams */
+        uint64_t len = 1 + sim_rng_below(&rng, (m % 5) ? 40000 : 3000);
+        sim_send(s, (m % 8) ? SIM_A : SIM_B, len, (uint8_t) (m & 0x7f));
+    }
+    why[0] = '\0';
+    *rc = sim_run(s, 20000ull * 1000000ull);
+    *rc = (0 == *rc) ? sim_verify(s, why, whylen) : -1;
+}
+
+/* The first difference between two runs' endpoints, or "" if none. */
+static void predict_diff(const struct sim *a, const struct sim *b, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    if (a->now != b->now || a->steps != b->steps || a->lost != b->lost ||
+        a->foreign != b->foreign || a->duplicated != b->duplicated) {
+        snprintf(out, outlen, "run: t %" PRIu64 "/%" PRIu64 " steps %" PRIu64 "/%" PRIu64, a->now,
+                 b->now, a->steps, b->steps);
+        return;
+    }
+    for (int i = 0; i < 2; i++) {
+        const struct sim_ep *x = &a->ep[i], *y = &b->ep[i];
+        const char *what = NULL;
+
+        if (0 != memcmp(&x->st, &y->st, sizeof(x->st))) {
+            what = "counters";
+        } else if (0 != memcmp(x->drops, y->drops, sizeof(x->drops))) {
+            what = "drops";
+        } else if (0 != memcmp(&x->rel.stats, &y->rel.stats, sizeof(x->rel.stats))) {
+            what = "reliability statistics";
+        } else if (x->rx_nlog != y->rx_nlog ||
+                   (0 != x->rx_nlog &&
+                    0 != memcmp(x->rx_log, y->rx_log, x->rx_nlog * sizeof(x->rx_log[0])))) {
+            what = "deliveries";
+        } else if (x->rel.rx.expected != y->rel.rx.expected || x->rel.tx.acked != y->rel.tx.acked) {
+            what = "windows";
+        }
+        if (NULL != what) {
+            snprintf(out, outlen,
+                     "%c: %s differ (acks %" PRIu64 "/%" PRIu64 ", ADDRESS %" PRIu64 "/%" PRIu64
+                     ")",
+                     'A' + i, what, x->st.tx_acks, y->st.tx_acks, x->drops[USNIC_DROP_ADDRESS],
+                     y->drops[USNIC_DROP_ADDRESS]);
+            return;
+        }
+    }
+}
+
+static void test_predict(void)
+{
+    static const struct {
+        const char *name;
+        int auth, mac_ahead;
+        bool crc, defer;
+        int faults; /* 0 none, 1 some, 2 many copies and late datagrams */
+        bool hits;  /* predictions expected */
+    } cases[] = {
+        {"predict/auth_header_same_as_full_path", 1, 1, false, false, 1, true},
+        {"predict/auth_header_batches_same_as_full_path", 1, 1, false, true, 1, true},
+        {"predict/auth_none_same_as_full_path", 0, 0, false, true, 1, true},
+        {"predict/many_copies_late_same_as_full_path", 1, 1, false, true, 2, true},
+        {"predict/no_faults_same_as_full_path", 1, 1, false, true, 0, true},
+        {"predict/auth_header_macs_one_by_one_same_as_full_path", 1, 0, false, true, 1, true},
+        {"predict/tags_under_other_key_same_as_full_path", 1, 3, false, true, 1, true},
+        {"predict/crc_never", 1, 1, true, true, 1, false},
+        {"predict/auth_full_never", 2, 0, false, true, 1, false},
+    };
+    char why[512], sum[512], diff[256];
+    struct sim *a = calloc(2, sizeof(*a)), *b = a + 1;
+
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        struct sim_cfg cfg;
+        int rca, rcb;
+        uint64_t hits, address, acks_asked, foreign_in_run, ack_req_in_run, forged_in_run;
+
+        check_seed = 0x9ed1c7 + k;
+        sim_cfg_default(&cfg);
+        cfg.seed = check_seed;
+        cfg.auth = cases[k].auth;
+        cfg.crc = cases[k].crc;
+        cfg.mac_ahead = cases[k].mac_ahead;
+        cfg.defer = cases[k].defer;
+        if (cases[k].faults) {
+            cfg.loss = 0.02;
+            cfg.dup = (2 == cases[k].faults) ? 0.15 : 0.02;
+            cfg.reorder = (2 == cases[k].faults) ? 0.2 : 0.03;
+            cfg.foreign = 0.03;
+            cfg.forged = (0 != cfg.auth) ? 0.03 : 0.0;
+            cfg.ack_req = 0.03;
+        }
+        predict_run(&cfg, false, a, &rca, why, sizeof(why));
+        predict_run(&cfg, true, b, &rcb, why, sizeof(why));
+        predict_diff(a, b, diff, sizeof(diff));
+        sim_summary(b, sum, sizeof(sum));
+        hits = b->ep[0].pred.hits + b->ep[1].pred.hits;
+        address = b->ep[0].drops[USNIC_DROP_ADDRESS] + b->ep[1].drops[USNIC_DROP_ADDRESS];
+        acks_asked = b->ep[0].st.rx_ack_reqs + b->ep[1].st.rx_ack_reqs;
+        foreign_in_run = b->ep[0].foreign_in_run + b->ep[1].foreign_in_run;
+        ack_req_in_run = b->ep[0].ack_req_in_run + b->ep[1].ack_req_in_run;
+        forged_in_run = b->ep[0].forged_in_run + b->ep[1].forged_in_run;
+        /* (the hostile ones must have come while a prediction was live) */
+        check(0 == rca && 0 == rcb && '\0' == diff[0] &&
+                  (cases[k].hits ? hits > (2 == cases[k].faults ? 5u
+                                           : cases[k].faults    ? 50u
+                                                                : 500u)
+                                 : 0 == hits) &&
+                  address == b->foreign &&
+                  (!cases[k].faults || (b->foreign > 20 && acks_asked > 20)) &&
+                  (!cases[k].faults || !cases[k].hits ||
+                   (foreign_in_run > 5 && ack_req_in_run > 5 &&
+                    (0 == cfg.auth || forged_in_run > 5))),
+              cases[k].name,
+              "rc=%d/%d %s predicted=%" PRIu64 " foreign=%" PRIu64 " (in a run %" PRIu64
+              ") ADDRESS=%" PRIu64 " ack_reqs=%" PRIu64 " (in a run %" PRIu64 ") forged=%" PRIu64
+              " (in a run %" PRIu64 ") %s %s",
+              rca, rcb, diff, hits, b->foreign, foreign_in_run, address, acks_asked, ack_req_in_run,
+              b->forged, forged_in_run, why, sum);
+        sim_fini(a);
+        sim_fini(b);
+    }
+    free(a);
+}
+
 static void test_names(void)
 {
     bool ok = true;
@@ -2503,6 +2652,7 @@ int main(void)
     test_mac();
     test_mac_lanes();
     test_mac_ahead_rx();
+    test_predict();
     test_pad_parse();
     test_pad_rx_path();
     test_fuzz();
