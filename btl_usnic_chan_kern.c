@@ -652,7 +652,9 @@ static int kern_poll(usnic_module_t *module, usnic_channel_t *chan)
         defer = module->rx_defer;
         rx->busy = true;
         module->rx_defer = false; /* (what it gathers lies in a buffer reused at once) */
+        usnic_rx_batch_begin(module);
         count = kern_direct_poll(module, chan, rx, &drained);
+        usnic_rx_batch_end(module);
         module->rx_defer = defer;
         rx->busy = false;
         if (drained) {

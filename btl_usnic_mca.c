@@ -454,9 +454,10 @@ static const usnic_tunable_t usnic_tunables[] = {
                "being copied together first (1 = on, 0 = always reassembled)"),
     TUNE_ONOFF("rx_predict", rx_predict, OPAL_INFO_LVL_5, 1,
                "Header prediction on the receive path (1 = on, 0 = off): within one batch of "
-               "receives, a chunk that is the next one of the fragment before it, from the same "
-               "sender and source, with nothing new in its ACK, is taken without looking up its "
-               "sender, its window and its fragment again (its MAC is still checked)"),
+               "receives, a chunk that is the next one of the fragment or PUT before it, from the "
+               "same sender and source, is taken without parsing it, looking up its sender and "
+               "checking its window, tag and fragment again (its MAC and ACK are still "
+               "processed)"),
     TUNE_ONOFF("direct_recv", direct_recv, OPAL_INFO_LVL_5, 1,
                "kernel backend: while a large message (a PUT, or a fragment sent in chunks) "
                "arrives in order, receive its next datagrams' payloads straight into the target "

@@ -53,42 +53,49 @@ struct usnic_rx_conn {
 };
 
 /*
- * Header prediction: the chunk accepted last, so that the next chunk of
- * the same fragment from the same sender, arriving next, is taken without
- * the full sequence of checks.  A chunk takes the predicted path only if
- * its header equals that chunk's in every field the checks read, but for
- * seq (one more), the offset (where that chunk ended) and ts, and if it
- * came from the same source, on the same lane, and its MAC (auth header,
- * computed ahead) or no MAC (auth none) says what that chunk's did.  Then
- * every check of the full path would pass for it, for the same reasons:
- *   1. parse: the same lengths, type, flags and chunk length; its range
- *      ends before the fragment does (not its last chunk);
+ * Header prediction: the chunk accepted last (of a fragment or a PUT),
+ * so that the next chunk of the same fragment or PUT from the same sender,
+ * arriving next, is taken without the full sequence of checks.  A chunk
+ * takes the predicted path only if its header equals that chunk's in
+ * every field the checks read, but for seq (one more), the offset (where
+ * that chunk ended) and ts, and if it came from the same source, on the
+ * same lane, and its MAC (auth header) checks out as the full path checks
+ * it, or the connection has none (auth none).  Then every check of the
+ * full path would pass for it, for the same reasons:
+ *   1. parse: the same lengths, type, flags, chunk length and PUT target;
+ *      its range ends before the fragment's or PUT's does (not its last
+ *      chunk);
  *   2. sender: the same key from the same source (params.src); the
  *      connection's state is current (the transport forgets the
  *      prediction when it could change: end of a receive batch, a peer
  *      declared dead);
- *   3. integrity: the header MAC, as the full path checks it (the tag
- *      computed ahead under the connection's key, else computed now);
+ *   3. integrity: the header MAC (the tag computed ahead under the
+ *      connection's key, else computed now); a payload apart from its
+ *      header (params.payload) is allowed, as on the full path, only
+ *      without CRC and auth full, which a prediction never has;
  *   4. ACK: no ACK request (the flags are the same, and a chunk that
  *      asked for an ACK is never predicted from); the cumulative ACK is
  *      processed as the full path processes it;
  *   5. sequence: the next expected, nothing received beyond it;
- *   6. the same tag and fragment (msg_id, msg_len), still being
+ *   6. CHUNK: the same tag and fragment (msg_id, msg_len), still being
  *      reassembled, since only the fragment's own chunks came in between.
  * What the full path would do with it is then done: the freshness mark,
- * the ACK, usnic_reasm_add_defer() (which checks the chunk's place
- * itself), the commit.  Anything else takes the full path, which forgets the prediction
- * first and may set a new one.  The transport owns the struct and sets
- * ok = false whenever what it vouched for could change.
+ * the ACK, then usnic_reasm_add_defer() (which checks the chunk's place
+ * itself) or the PUT's target looked up and written, and the commit.
+ * Anything else takes the full path, which forgets the prediction first
+ * and may set a new one.  The transport owns the struct and sets ok =
+ * false whenever what it vouched for could change.
  */
 struct usnic_rx_predict {
     bool ok;
     struct usnic_rx_conn c;   /* the sender's connection, as the lookup gave it */
-    struct usnic_pkt_hdr hdr; /* the header of the chunk accepted last */
-    uint64_t msg_len;         /* its fragment's length */
+    struct usnic_pkt_hdr hdr; /* the header of the chunk accepted last (CHUNK or PUT) */
+    struct usnic_put_hdr put; /* PUT: its target */
+    uint64_t msg_len;         /* its fragment's or PUT's length */
     uint64_t next_off;        /* where it ended */
     uint64_t src;             /* where it came from (usnic_rx_params.src) */
     uint32_t len;             /* its datagram's length */
+    uint32_t hlen;            /* its headers' */
     uint64_t hits;            /* chunks taken on the predicted path */
 };
 
@@ -225,12 +232,13 @@ static inline bool usnic_rx_predicted(const struct usnic_rx_predict *pr, const u
     const struct usnic_chunk_hdr *ch = (const struct usnic_chunk_hdr *) (h + 1);
     const struct usnic_rel *rel = pr->c.rel;
 
-    if (len != pr->len || p->src != pr->src || p->lane != pr->hdr.lane || NULL != p->payload ||
+    if (len != pr->len || p->src != pr->src || p->lane != pr->hdr.lane ||
         /* version, type, flags, tag, payload_len, sender_key, src_module */
         0 != memcmp(h, &pr->hdr, offsetof(struct usnic_pkt_hdr, seq)) ||
         h->seq != pr->hdr.seq + 1u || h->msg_id != pr->hdr.msg_id || h->lane != pr->hdr.lane ||
         0 != (h->reserved[0] | h->reserved[1] | h->reserved[2]) || ch->msg_len != pr->msg_len ||
-        ch->offset != pr->next_off || ch->offset + h->payload_len >= ch->msg_len) {
+        ch->offset != pr->next_off || ch->offset + h->payload_len >= ch->msg_len ||
+        (USNIC_PKT_PUT == h->type && 0 != memcmp(ch + 1, &pr->put, sizeof(pr->put)))) {
         return false;
     }
     if (h->seq != rel->rx.expected || usnic_seq_diff(rel->rx.expected, rel->rx.highest) != 1) {
@@ -244,15 +252,14 @@ static inline bool usnic_rx_predicted(const struct usnic_rx_predict *pr, const u
     if (NULL != p->mac_key && p->mac_key == pr->c.key) {
         return usnic_sip_tag_equal(h->mac, p->mac_tag);
     }
-    return USNIC_PKT_OK == usnic_pkt_verify(buf, USNIC_HDR_LEN_CHUNK + h->payload_len, pr->c.key,
-                                            pr->c.memo, 1, false);
+    return USNIC_PKT_OK ==
+           usnic_pkt_verify(buf, pr->hlen + h->payload_len, pr->c.key, pr->c.memo, 1, false);
 }
 
 /* The chunk at buf follows the predicted one (usnic_rx_predicted()): do
  * what the full path would do with it. */
 static inline enum usnic_drop_reason usnic_rx_take_predicted(const struct usnic_rx_ops *ops,
                                                              void *t, const uint8_t *buf,
-                                                             size_t len,
                                                              const struct usnic_rx_params *p)
 {
     struct usnic_rx_predict *pr = p->predict;
@@ -261,7 +268,6 @@ static inline enum usnic_drop_reason usnic_rx_take_predicted(const struct usnic_
     const struct usnic_chunk_hdr *ch = (const struct usnic_chunk_hdr *) (h + 1);
     struct usnic_pkt_view v;
     enum usnic_drop_reason why;
-    bool deferred_now = false;
 
     (void) usnic_rel_rx_fresh(c->rel, false, p->lane, h->ts, p->now);
     if (h->flags & USNIC_PKT_FLAG_ACK) {
@@ -273,25 +279,37 @@ static inline enum usnic_drop_reason usnic_rx_take_predicted(const struct usnic_
     }
     v.hdr = h;
     v.chunk = ch;
-    v.put = NULL;
+    v.put = (USNIC_PKT_PUT == h->type) ? (const struct usnic_put_hdr *) (ch + 1) : NULL;
     v.sack = NULL;
     v.sack_words = 0;
-    v.payload = buf + USNIC_HDR_LEN_CHUNK;
+    v.payload = (NULL != p->payload) ? p->payload : buf + pr->hlen;
     v.payload_len = h->payload_len;
-    v.len = (uint32_t) USNIC_HDR_LEN_CHUNK + h->payload_len;
-    (void) len;
-    why = usnic_reasm_add_defer(c->reasm, h->msg_id, ch->msg_len, ch->offset, v.payload,
-                                v.payload_len, h->tag, p->defer, &deferred_now);
-    if (USNIC_PKT_OK != why) {
-        pr->ok = false;
-        ops->drop(t, c->ep, why);
-        return why;
-    }
-    if (deferred_now) {
-        ops->deferred(t, c->ep, c->reasm);
-    }
-    if (NULL != ops->chunk_added) {
-        ops->chunk_added(t, c->ep, &v);
+    v.len = pr->hlen + h->payload_len;
+    if (NULL != v.put) {
+        uint8_t *dest;
+        why = ops->put_resolve(t, v.put->reg_key, v.put->reg_offset, ch->msg_len, &dest);
+        if (USNIC_PKT_OK != why) {
+            pr->ok = false;
+            ops->drop(t, c->ep, why);
+            return why;
+        }
+        ops->put_write(t, c->ep, dest + ch->offset, &v);
+    } else {
+        bool deferred_now = false;
+        why = usnic_reasm_add_defer(c->reasm, h->msg_id, ch->msg_len, ch->offset, v.payload,
+                                    v.payload_len, h->tag, p->defer && NULL == p->payload,
+                                    &deferred_now);
+        if (USNIC_PKT_OK != why) {
+            pr->ok = false;
+            ops->drop(t, c->ep, why);
+            return why;
+        }
+        if (deferred_now) {
+            ops->deferred(t, c->ep, c->reasm);
+        }
+        if (NULL != ops->chunk_added) {
+            ops->chunk_added(t, c->ep, &v);
+        }
     }
     usnic_rx_commit(ops, t, c, &v, p->now);
     pr->hdr.seq = h->seq;
@@ -308,13 +326,18 @@ static inline void usnic_rx_predict_set(struct usnic_rx_predict *pr, const struc
 {
     const struct usnic_pkt_hdr *h = v->hdr;
 
-    if (!c->predict || c->crc || c->auth > 1 || NULL != p->payload ||
-        0 != (h->flags & USNIC_PKT_FLAG_ACK_REQ) ||
+    /* (a payload apart from its header only where neither CRC nor MAC
+     * covers it: the full path dropped it otherwise) */
+    if (!c->predict || c->crc || c->auth > 1 || 0 != (h->flags & USNIC_PKT_FLAG_ACK_REQ) ||
         v->chunk->offset + v->payload_len >= v->chunk->msg_len) {
         return;
     }
     pr->c = *c;
     memcpy(&pr->hdr, h, sizeof(pr->hdr));
+    if (NULL != v->put) {
+        memcpy(&pr->put, v->put, sizeof(pr->put));
+    }
+    pr->hlen = (uint32_t) usnic_pkt_hdr_len(h->type);
     pr->msg_len = v->chunk->msg_len;
     pr->next_off = v->chunk->offset + v->payload_len;
     pr->src = p->src;
@@ -339,7 +362,7 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
 
     if (NULL != p->predict) {
         if (p->predict->ok && usnic_rx_predicted(p->predict, buf, len, p)) {
-            return usnic_rx_take_predicted(ops, t, buf, len, p);
+            return usnic_rx_take_predicted(ops, t, buf, p);
         }
         p->predict->ok = false;
     }
@@ -508,6 +531,9 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
             c.rel->rx.ack_now = true;
         }
         usnic_rx_commit(ops, t, &c, &v, p->now);
+        if (NULL != p->predict) {
+            usnic_rx_predict_set(p->predict, &c, &v, len, p);
+        }
         return USNIC_PKT_OK;
     }
 

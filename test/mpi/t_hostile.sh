@@ -21,7 +21,9 @@
 #   auth header, 1472-byte datagrams       the blind scenarios, kernel
 #                                          backend only: PUT chunks received
 #                                          straight into their targets
-#                                          (direct receive), at least one
+#                                          (direct receive), at least one,
+#                                          and chunks taken on the predicted
+#                                          path (rx_predicted > 0)
 # Checks, per configuration:
 #   - the job exits 0 with "OK hostile_job rounds=N": every byte of every
 #     message arrived intact; usnic carried at least the job's BYTES
@@ -415,5 +417,14 @@ if [ "$(usnic_backend)" = kernel ]; then
     name="hostile auth=header, 1472-byte datagrams (direct receive)"
     hostile_run "$name" "-b blind" --mca btl_usnic_udp_datagram_size -1
     assert_direct_receive "$name"
+    # and most of them on the predicted path (btl_usnic_rx_predict), the
+    # attack's datagrams among them: the drop reasons above are the full
+    # path's, counted as predicted
+    pred=$(stat_sum "$RUN_LOG" rx_predicted)
+    if [ "${pred:-0}" -gt 0 ]; then
+        pass "$name: $pred chunks taken on the predicted path under attack"
+    else
+        fail "$name: predicted path" "rx_predicted=${pred:-missing}" "$RUN_LOG"
+    fi
 fi
 finish

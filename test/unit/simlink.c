@@ -1087,10 +1087,37 @@ static const struct usnic_sip_key *sim_mac_ahead(struct sim *s, struct sim_ep *e
     return mac_key;
 }
 
+/* cfg.split: a CHUNK or PUT datagram's payload, unpadded, where neither
+ * CRC nor MAC covers it: copied out to *payload (its header to *hdr), as a
+ * direct receive leaves it; false: not such a datagram. */
+static bool split_payload(const struct sim *s, const uint8_t *buf, size_t len, uint8_t **hdr,
+                          uint8_t **payload)
+{
+    const struct usnic_pkt_hdr *h = (const struct usnic_pkt_hdr *) (const void *) buf;
+    size_t hlen;
+
+    if (!s->cfg.split || s->cfg.crc || s->cfg.auth > 1 || len < sizeof(*h) ||
+        (USNIC_PKT_CHUNK != h->type && USNIC_PKT_PUT != h->type)) {
+        return false;
+    }
+    hlen = usnic_pkt_hdr_len(h->type);
+    if (len <= hlen || h->payload_len != len - hlen) {
+        return false;
+    }
+    *hdr = xcalloc(1, hlen); /* (exact sizes: nothing may read past them) */
+    *payload = xcalloc(1, len - hlen);
+    memcpy(*hdr, buf, hlen);
+    memcpy(*payload, buf + hlen, len - hlen);
+    return true;
+}
+
 static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size_t len, bool defer)
 {
+    uint8_t *hdr = NULL, *payload = NULL;
+    bool split = split_payload(s, buf, len, &hdr, &payload);
     uint64_t mac_tag = 0;
-    const struct usnic_sip_key *mac_key = sim_mac_ahead(s, ep, buf, len, &mac_tag);
+    const struct usnic_sip_key *mac_key =
+        sim_mac_ahead(s, ep, split ? hdr : buf, split ? usnic_pkt_hdr_len(hdr[1]) : len, &mac_tag);
     struct usnic_pkt_view v;
     const struct usnic_rx_params p = {
         .max_msg_len = s->cfg.max_msg_len,
@@ -1101,6 +1128,7 @@ static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size
         .mac_tag = mac_tag,
         .predict = s->cfg.predict ? &ep->pred : NULL,
         .src = (SIM_SRC_FORGED == s->rx_src) ? SIM_SRC_PEER : s->rx_src,
+        .payload = payload,
     };
 
     ep->st.rx_pkts++;
@@ -1111,7 +1139,12 @@ static void rx_packet(struct sim *s, struct sim_ep *ep, const uint8_t *buf, size
     }
     ep->foreign_in_run += (s->cfg.predict && ep->pred.ok && SIM_SRC_FOREIGN == s->rx_src);
     ep->forged_in_run += (s->cfg.predict && ep->pred.ok && SIM_SRC_FORGED == s->rx_src);
-    (void) usnic_rx_dispatch(&sim_rx_ops, ep, buf, len, &p);
+    (void) usnic_rx_dispatch(&sim_rx_ops, ep, split ? hdr : buf, len, &p);
+    if (split) {
+        memset(payload, 0x5A, len - usnic_pkt_hdr_len(hdr[1])); /* (nothing may keep it) */
+        free(hdr);
+        free(payload);
+    }
 }
 
 void sim_deliver_now(struct sim *s, int to, const void *buf, size_t len)

@@ -152,6 +152,10 @@ struct sim_cfg {
     /* fraction of first transmissions of data segments sent asking for an
      * immediate ACK (USNIC_PKT_FLAG_ACK_REQ) */
     double ack_req;
+    /* a CHUNK's or PUT's payload arrives apart from its header
+     * (usnic_rx_params.payload), as the kernel backend's direct receive
+     * hands it over; only without CRC and auth full */
+    bool split;
 };
 
 struct sim_msg {

@@ -2179,19 +2179,38 @@ static void test_mac_ahead_rx(void)
  * sends it).  Settings where nothing may be predicted (CRC, auth full)
  * must predict nothing.
  */
-static void predict_run(const struct sim_cfg *cfg, bool predict, struct sim *s, int *rc, char *why,
-                        size_t whylen)
+#define PREDICT_PUTS 16
+#define PREDICT_PUT_MAX 40000
+
+/* zone[2]: each endpoint's PUT targets (PREDICT_PUTS * PREDICT_PUT_MAX
+ * bytes), registered for the run */
+static void predict_run(const struct sim_cfg *cfg, bool predict, struct sim *s, uint8_t *zone[2],
+                        int *rc, char *why, size_t whylen)
 {
     struct sim_cfg c = *cfg;
     struct sim_rng rng;
+    uint64_t key[2];
+    int puts = 0;
 
     c.predict = predict;
     sim_init(s, &c);
+    for (int i = 0; i < 2; i++) {
+        usnic_reg_add(&s->ep[i].reg, (uint64_t) (uintptr_t) zone[i], PREDICT_PUTS * PREDICT_PUT_MAX,
+                      &key[i]);
+    }
     sim_rng_seed(&rng, cfg->seed ^ 0x5eed);
     for (int m = 0; m < 120; m++) {
-        /* mostly fragments of many chunks, some single datagrams */
+        /* mostly fragments of many chunks, some single datagrams, and
+         * PUTs, each into a target of its own */
         uint64_t len = 1 + sim_rng_below(&rng, (m % 5) ? 40000 : 3000);
-        sim_send(s, (m % 8) ? SIM_A : SIM_B, len, (uint8_t) (m & 0x7f));
+        int from = (m % 8) ? SIM_A : SIM_B;
+        if (0 == m % 7 && puts < PREDICT_PUTS) {
+            sim_put(s, from, key[1 - from], (uint64_t) puts * PREDICT_PUT_MAX,
+                    1 + sim_rng_below(&rng, PREDICT_PUT_MAX));
+            puts++;
+            continue;
+        }
+        sim_send(s, from, len, (uint8_t) (m & 0x7f));
     }
     why[0] = '\0';
     *rc = sim_run(s, 20000ull * 1000000ull);
@@ -2241,22 +2260,32 @@ static void test_predict(void)
     static const struct {
         const char *name;
         int auth, mac_ahead;
-        bool crc, defer;
+        bool crc, defer, split;
         int faults; /* 0 none, 1 some, 2 many copies and late datagrams */
         bool hits;  /* predictions expected */
     } cases[] = {
-        {"predict/auth_header_same_as_full_path", 1, 1, false, false, 1, true},
-        {"predict/auth_header_batches_same_as_full_path", 1, 1, false, true, 1, true},
-        {"predict/auth_none_same_as_full_path", 0, 0, false, true, 1, true},
-        {"predict/many_copies_late_same_as_full_path", 1, 1, false, true, 2, true},
-        {"predict/no_faults_same_as_full_path", 1, 1, false, true, 0, true},
-        {"predict/auth_header_macs_one_by_one_same_as_full_path", 1, 0, false, true, 1, true},
-        {"predict/tags_under_other_key_same_as_full_path", 1, 3, false, true, 1, true},
-        {"predict/crc_never", 1, 1, true, true, 1, false},
-        {"predict/auth_full_never", 2, 0, false, true, 1, false},
+        {"predict/auth_header_same_as_full_path", 1, 1, false, false, false, 1, true},
+        {"predict/auth_header_batches_same_as_full_path", 1, 1, false, true, false, 1, true},
+        {"predict/auth_none_same_as_full_path", 0, 0, false, true, false, 1, true},
+        {"predict/many_copies_late_same_as_full_path", 1, 1, false, true, false, 2, true},
+        {"predict/no_faults_same_as_full_path", 1, 1, false, true, false, 0, true},
+        {"predict/auth_header_macs_one_by_one_same_as_full_path", 1, 0, false, true, false, 1,
+         true},
+        {"predict/tags_under_other_key_same_as_full_path", 1, 3, false, true, false, 1, true},
+        {"predict/payload_apart_same_as_full_path", 1, 1, false, true, true, 1, true},
+        {"predict/payload_apart_auth_none_same_as_full_path", 0, 0, false, false, true, 1, true},
+        {"predict/crc_never", 1, 1, true, true, false, 1, false},
+        {"predict/auth_full_never", 2, 0, false, true, false, 1, false},
     };
     char why[512], sum[512], diff[256];
     struct sim *a = calloc(2, sizeof(*a)), *b = a + 1;
+    uint8_t *zone[2][2];
+
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < 2; i++) {
+            zone[r][i] = calloc(PREDICT_PUTS, PREDICT_PUT_MAX);
+        }
+    }
 
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         struct sim_cfg cfg;
@@ -2270,6 +2299,7 @@ static void test_predict(void)
         cfg.crc = cases[k].crc;
         cfg.mac_ahead = cases[k].mac_ahead;
         cfg.defer = cases[k].defer;
+        cfg.split = cases[k].split;
         if (cases[k].faults) {
             cfg.loss = 0.02;
             cfg.dup = (2 == cases[k].faults) ? 0.15 : 0.02;
@@ -2278,8 +2308,8 @@ static void test_predict(void)
             cfg.forged = (0 != cfg.auth) ? 0.03 : 0.0;
             cfg.ack_req = 0.03;
         }
-        predict_run(&cfg, false, a, &rca, why, sizeof(why));
-        predict_run(&cfg, true, b, &rcb, why, sizeof(why));
+        predict_run(&cfg, false, a, zone[0], &rca, why, sizeof(why));
+        predict_run(&cfg, true, b, zone[1], &rcb, why, sizeof(why));
         predict_diff(a, b, diff, sizeof(diff));
         sim_summary(b, sum, sizeof(sum));
         hits = b->ep[0].pred.hits + b->ep[1].pred.hits;
@@ -2307,6 +2337,10 @@ static void test_predict(void)
               b->forged, forged_in_run, why, sum);
         sim_fini(a);
         sim_fini(b);
+    }
+    for (int r = 0; r < 2; r++) {
+        free(zone[r][0]);
+        free(zone[r][1]);
     }
     free(a);
 }
