@@ -1172,6 +1172,7 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
     bool crc_ok = true, mac_ok = true;
     struct usnic_rx_params prm;
 
+    memset(&prm, 0, sizeof(prm)); /* (no header prediction: predict NULL) */
     if (len > 0) {
         CHECK(NULL != b);
         memcpy(b, in, len);
