@@ -222,6 +222,9 @@ struct fz {
     bool regs_ok;
     struct fz_reg reg[NKEYS];
     struct fz_cur cur;
+    /* header prediction, kept from datagram to datagram for the whole
+     * input (longer than the BTL keeps it: one receive batch) */
+    struct usnic_rx_predict pred;
 };
 
 /* ---------------------------------------------------------------- failures and stats */
@@ -230,7 +233,7 @@ static int verbose = -1;
 
 static struct {
     uint64_t inputs, dgrams, ok[8], drops[USNIC_DROP__COUNT], delivered, reassembled, put_writes,
-        released, raw_true_mac, timers, resends, deferred;
+        released, raw_true_mac, timers, resends, deferred, predicted;
 } stats;
 
 static void print_stats(void)
@@ -239,11 +242,12 @@ static void print_stats(void)
             "fuzz_rx stats: inputs %" PRIu64 " datagrams %" PRIu64 " ok ACK %" PRIu64
             " FRAG %" PRIu64 " CHUNK %" PRIu64 " PUT %" PRIu64 " delivered %" PRIu64
             " (reassembled %" PRIu64 ") put_writes %" PRIu64 " released %" PRIu64 " timers %" PRIu64
-            " resends %" PRIu64 " raw-with-true-MAC %" PRIu64 " deferred %" PRIu64 "\n",
+            " resends %" PRIu64 " raw-with-true-MAC %" PRIu64 " deferred %" PRIu64
+            " predicted %" PRIu64 "\n",
             stats.inputs, stats.dgrams, stats.ok[USNIC_PKT_ACK], stats.ok[USNIC_PKT_FRAG],
             stats.ok[USNIC_PKT_CHUNK], stats.ok[USNIC_PKT_PUT], stats.delivered, stats.reassembled,
             stats.put_writes, stats.released, stats.timers, stats.resends, stats.raw_true_mac,
-            stats.deferred);
+            stats.deferred, stats.predicted);
     for (int r = 1; r < USNIC_DROP__COUNT; r++) {
         if (stats.drops[r]) {
             fprintf(stderr, "  drop %-12s %" PRIu64 "\n",
@@ -597,6 +601,7 @@ static enum usnic_drop_reason rx_lookup(void *t, const struct usnic_pkt_hdr *hdr
             c->rel = &p->rel;
             c->reasm = &p->reasm;
             c->ep = p;
+            c->predict = true;
             c->key = &p->mac;
             c->memo = &p->memo;
             c->auth = p->auth;
@@ -1172,7 +1177,9 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
     bool crc_ok = true, mac_ok = true;
     struct usnic_rx_params prm;
 
-    memset(&prm, 0, sizeof(prm)); /* (no header prediction: predict NULL) */
+    bool predicted;
+
+    memset(&prm, 0, sizeof(prm));
     if (len > 0) {
         CHECK(NULL != b);
         memcpy(b, in, len);
@@ -1232,8 +1239,18 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
     prm.lane = (uint8_t) (aux & AUX_LANE);
     prm.payload = NULL;
     prm.defer = !(aux & AUX_TAMPER) && (aux & AUX_DEFER);
+    prm.predict = &f->pred;
+    prm.src = c->bad_src ? 1u : 0u; /* (where the lookup's source check says so) */
     c->defer = prm.defer;
     c->active = true;
+    /* Will it take the predicted path (no lookup)?  Then every check
+     * below must come out as on the full path, and its sender is the
+     * prediction's. */
+    predicted = f->pred.ok && usnic_rx_predicted(&f->pred, b, len, &prm);
+    if (predicted) {
+        c->peer = f->pred.c.ep;
+        stats.predicted++;
+    }
     why = usnic_rx_dispatch(&fz_rx_ops, f, b, len, &prm);
     c->active = false;
     for (int i = 0; i < NPEERS; i++) {
@@ -1276,7 +1293,15 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
         CHECK(why == parse_why && 0 == c->lookups);
         goto done;
     }
-    CHECK(1 == c->lookups);
+    if (predicted) {
+        /* nothing the full path would have refused */
+        CHECK(0 == c->lookups && NULL != known && c->peer == known && !c->bad_src && crc_ok &&
+              mac_ok && USNIC_RX_NEW == verdict && c->v.hdr->lane == prm.lane &&
+              USNIC_PKT_ACK != c->v.hdr->type && USNIC_PKT_FRAG != c->v.hdr->type &&
+              0 == (c->v.hdr->flags & USNIC_PKT_FLAG_ACK_REQ));
+    } else {
+        CHECK(1 == c->lookups);
+    }
     if (USNIC_PKT_OK != c->lookup_why) {
         CHECK(why == c->lookup_why && NULL == c->peer);
         goto done;

@@ -638,6 +638,42 @@ int main(int argc, char **argv)
     add_ack(&in, STEP_10MS, M_ACKP, 0, 0x100u | 3, 0, 0);
     in_write(&in, "conversation");
 
+    /* ---- header prediction: runs of chunks, each the next of the one
+     * before (no CRC: a prediction needs auth header or none) ---- */
+    for (uint8_t auth = 0; auth <= 1; auth++) {
+        const uint8_t cfg = (uint8_t) (CFG_AUTH(auth) | CFG_SEALED | CFG_TAG_OK | CFG_CHUNK);
+        char name[64];
+
+        in_start(&in, cfg);
+        for (uint32_t i = 0; i < 6; i++) {
+            add_chunk(&in, STEP_1US, M_DATA, (i & 1) ? AUX_DEFER : 0, 0, 0, 1200, 200 * i, 200);
+        }
+        snprintf(name, sizeof(name), "predict-chunks-auth%u", auth);
+        in_write(&in, name);
+
+        /* inside the run: one from another source, one tampered, one
+         * beyond the window's edge, then the run goes on */
+        in_start(&in, cfg);
+        add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 1400, 0, 200);
+        add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 1400, 200, 200);
+        add_chunk(&in, STEP_1US, M_DATA, AUX_BADSRC, 0, 0, 1400, 400, 200);
+        add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 1400, 400, 200);
+        add_chunk(&in, STEP_1US, M_DATA, AUX_TAMPER | AUX_AT(2), 0, 0, 1400, 600, 200);
+        add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 1400, 600, 200);
+        add_chunk(&in, STEP_1US, M_DATA, 0, 1, 0, 1400, 1000, 200);
+        add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 1400, 800, 200);
+        add_chunk(&in, STEP_1US, M_DATA, 0, 0, 0, 1400, 1200, 200);
+        snprintf(name, sizeof(name), "predict-chunks-hostile-auth%u", auth);
+        in_write(&in, name);
+
+        in_start(&in, cfg);
+        for (uint32_t i = 0; i < 5; i++) {
+            add_put(&in, STEP_1US, M_PUT, 0, 0, REG_4096, 96, 2000, 400 * i, 400);
+        }
+        snprintf(name, sizeof(name), "predict-puts-auth%u", auth);
+        in_write(&in, name);
+    }
+
     printf("%u seeds written to %s\n", nwritten, outdir);
     return 0;
 }
