@@ -618,8 +618,9 @@ static int kern_direct_poll(usnic_module_t *module, usnic_channel_t *chan, struc
 
 /* The receive buffers about to be processed stay as they are until
  * defer_end(): their chunks may be left there (deferred chunks), and a
- * chunk may be predicted from the one before it (usnic_rx_batch_begin).  Returns
- * what defer_end() restores (a poll may run inside another's callbacks). */
+ * chunk may be predicted from the one before it (usnic_rx_batch_begin).
+ * Returns what defer_end() restores (a poll may run inside another's
+ * callbacks). */
 static bool defer_begin(usnic_module_t *module)
 {
     bool was = module->rx_defer;

@@ -583,6 +583,7 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
 {
     uint64_t mac_tag = 0;
     const struct usnic_sip_key *mac_key = mac_ahead(module, buf, &mac_tag);
+    const bool predict = module->rx_predict && module->rx_pred_scope > 0;
     const struct usnic_rx_params p = {
         .max_msg_len = module->max_msg_len,
         .now = module->now_us,
@@ -591,8 +592,8 @@ static void process_packet(usnic_module_t *module, const uint8_t *buf, size_t le
         .defer = module->rx_defer && module->n_deferred < USNIC_DEFER_TABLES,
         .mac_key = mac_key,
         .mac_tag = mac_tag,
-        .predict = (module->rx_predict && module->rx_pred_scope > 0) ? &module->rx_pred : NULL,
-        .src = source_token(module),
+        .predict = predict ? &module->rx_pred : NULL,
+        .src = predict ? source_token(module) : 0, /* (read only with a prediction) */
     };
 
     enum usnic_drop_reason why = usnic_rx_dispatch(&btl_rx_ops, module, buf, len, &p);

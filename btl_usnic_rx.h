@@ -223,6 +223,48 @@ static inline enum usnic_drop_reason usnic_rx_data_ack(const struct usnic_rx_ops
     return USNIC_PKT_OK;
 }
 
+/* A validated, new chunk of a fragment into its reassembly buffer (and
+ * the transport told of it): USNIC_PKT_OK, or the reason it does not fit.
+ * Nothing is reported dropped here. */
+static inline enum usnic_drop_reason usnic_rx_add_chunk(const struct usnic_rx_ops *ops, void *t,
+                                                        const struct usnic_rx_conn *c,
+                                                        const struct usnic_pkt_view *v,
+                                                        const struct usnic_rx_params *p)
+{
+    const struct usnic_pkt_hdr *h = v->hdr;
+    bool deferred_now = false;
+    enum usnic_drop_reason why = usnic_reasm_add_defer(
+        c->reasm, h->msg_id, v->chunk->msg_len, v->chunk->offset, v->payload, v->payload_len,
+        h->tag, p->defer && NULL == p->payload, &deferred_now);
+
+    if (USNIC_PKT_OK != why) {
+        return why;
+    }
+    if (deferred_now) {
+        ops->deferred(t, c->ep, c->reasm);
+    }
+    if (NULL != ops->chunk_added) {
+        ops->chunk_added(t, c->ep, v);
+    }
+    return USNIC_PKT_OK;
+}
+
+/* A validated, new PUT chunk written at its place in the target:
+ * USNIC_PKT_OK, or the reason its target refuses it (not reported). */
+static inline enum usnic_drop_reason usnic_rx_put_chunk(const struct usnic_rx_ops *ops, void *t,
+                                                        const struct usnic_rx_conn *c,
+                                                        const struct usnic_pkt_view *v)
+{
+    uint8_t *dest;
+    enum usnic_drop_reason why =
+        ops->put_resolve(t, v->put->reg_key, v->put->reg_offset, v->chunk->msg_len, &dest);
+
+    if (USNIC_PKT_OK == why) {
+        ops->put_write(t, c->ep, dest + v->chunk->offset, v);
+    }
+    return why;
+}
+
 /* A chunk that follows the predicted one in every respect
  * (struct usnic_rx_predict)? */
 static inline bool usnic_rx_predicted(const struct usnic_rx_predict *pr, const uint8_t *buf,
@@ -285,31 +327,12 @@ static inline enum usnic_drop_reason usnic_rx_take_predicted(const struct usnic_
     v.payload = (NULL != p->payload) ? p->payload : buf + pr->hlen;
     v.payload_len = h->payload_len;
     v.len = pr->hlen + h->payload_len;
-    if (NULL != v.put) {
-        uint8_t *dest;
-        why = ops->put_resolve(t, v.put->reg_key, v.put->reg_offset, ch->msg_len, &dest);
-        if (USNIC_PKT_OK != why) {
-            pr->ok = false;
-            ops->drop(t, c->ep, why);
-            return why;
-        }
-        ops->put_write(t, c->ep, dest + ch->offset, &v);
-    } else {
-        bool deferred_now = false;
-        why = usnic_reasm_add_defer(c->reasm, h->msg_id, ch->msg_len, ch->offset, v.payload,
-                                    v.payload_len, h->tag, p->defer && NULL == p->payload,
-                                    &deferred_now);
-        if (USNIC_PKT_OK != why) {
-            pr->ok = false;
-            ops->drop(t, c->ep, why);
-            return why;
-        }
-        if (deferred_now) {
-            ops->deferred(t, c->ep, c->reasm);
-        }
-        if (NULL != ops->chunk_added) {
-            ops->chunk_added(t, c->ep, &v);
-        }
+    why =
+        (NULL != v.put) ? usnic_rx_put_chunk(ops, t, c, &v) : usnic_rx_add_chunk(ops, t, c, &v, p);
+    if (USNIC_PKT_OK != why) {
+        pr->ok = false;
+        ops->drop(t, c->ep, why);
+        return why;
     }
     usnic_rx_commit(ops, t, c, &v, p->now);
     pr->hdr.seq = h->seq;
@@ -490,19 +513,10 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
             usnic_reasm_skip(c.reasm);
             ops->deliver(t, c.ep, hdr->tag, v.payload, v.payload_len);
         } else {
-            bool deferred_now = false;
             why = whole ? usnic_reasm_hold(c.reasm, hdr->msg_id, v.payload, v.payload_len, hdr->tag)
-                        : usnic_reasm_add_defer(c.reasm, hdr->msg_id, msg_len, v.chunk->offset,
-                                                v.payload, v.payload_len, hdr->tag,
-                                                p->defer && NULL == p->payload, &deferred_now);
+                        : usnic_rx_add_chunk(ops, t, &c, &v, p);
             if (USNIC_PKT_OK != why) {
                 break;
-            }
-            if (deferred_now) {
-                ops->deferred(t, c.ep, c.reasm);
-            }
-            if (!whole && NULL != ops->chunk_added) {
-                ops->chunk_added(t, c.ep, &v);
             }
             usnic_rx_commit(ops, t, &c, &v, p->now);
         }
@@ -514,12 +528,10 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
     }
 
     case USNIC_PKT_PUT: {
-        uint8_t *dest;
-        why = ops->put_resolve(t, v.put->reg_key, v.put->reg_offset, v.chunk->msg_len, &dest);
+        why = usnic_rx_put_chunk(ops, t, &c, &v);
         if (USNIC_PKT_OK != why) {
             break;
         }
-        ops->put_write(t, c.ep, dest + v.chunk->offset, &v);
         if (v.chunk->offset + v.payload_len == v.chunk->msg_len) {
             /* The PUT's last chunk: its initiator sends ob1's FIN only
              * once every chunk is acknowledged, and no data of ours can
