@@ -46,6 +46,19 @@
  *             MSG_DONTWAIT busy-polling on both sides (with a sched_yield()
  *             every GS_PP_YIELD empty polls, so that two pollers sharing one
  *             CPU do not wait a whole time slice for each other)
+ *   pptrain   reference latency of messages that take several datagrams: a
+ *             ping-pong of messages of every power of two in -T MIN:MAX
+ *             bytes above one datagram, each sent as UDP_SEGMENT trains of
+ *             -d byte datagrams (at most -s datagrams and 65507 bytes per
+ *             send) from one contiguous buffer, and received with UDP_GRO
+ *             and recvmmsg into 64 KiB buffers, both sockets connected,
+ *             both sides busy-polling.  What it leaves out of what the BTL
+ *             does for such a message: headers, MACs, copies in user space,
+ *             reassembly and the PML; so usnic's latency over this is what
+ *             the BTL and ob1 add at each size.  Every datagram starts with
+ *             the run's id and the message's number, and a message counts
+ *             only its own datagrams (a lost one costs that round trip, not
+ *             the next ones).  Each size runs for a fifth of -t.
  * If the kernel refuses UDP_SEGMENT (setsockopt, or EIO on the first send)
  * the measurement falls back to plain sends and says so (gso=0
  * fallback=plain); a refused UDP_GRO is reported as gro=0.
@@ -83,6 +96,8 @@
  *     rx_napi_id=...
  *   gso_stream: mode=pp size=8 rep=1 lat_us=... min_us=... mean_us=...
  *     iters=... lost=...
+ *   gso_stream: mode=pptrain size=MESSAGE dgram=D rep=1 lat_us=... min_us=...
+ *     mean_us=... iters=... lost=... seconds=...
  * MB/s is the receiver's goodput (1 MB = 1e6 bytes): datagram bytes received
  * after its first receive call, over the time from that call to its last
  * one.  zc=1: the sends carried MSG_ZEROCOPY; zc_sends: such sends the
@@ -113,6 +128,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,11 +193,12 @@ enum gs_mode {
     GS_GSOZC,
     GS_GSOIOVZC,
     GS_PP,
+    GS_PPTRAIN,
     GS_NMODES
 };
 static const char *const gs_mode_name[GS_NMODES] = {"plain",    "plaingro", "gso",       "gsoiov",
                                                     "gsocopy",  "gsomsg",   "gsoiovmsg", "gsozc",
-                                                    "gsoiovzc", "pp"};
+                                                    "gsoiovzc", "pp",       "pptrain"};
 
 /* modes that send with UDP_SEGMENT, with a header iovec, with MSG_ZEROCOPY */
 #define GS_IS_GSO(m) ((m) >= GS_GSO && (m) <= GS_GSOIOVZC)
@@ -213,8 +230,8 @@ struct ctl_msg {
     uint32_t rx_poll;   /* START: 1 = receiver busy-polls (MSG_DONTWAIT), 0 = blocks */
     uint32_t busy_poll; /* START: SO_BUSY_POLL usecs for the receiver (0: none) */
     uint32_t connected; /* START (pp): the server connects to the client's first ping (-k) */
-    uint32_t pad0;
-    uint64_t sockbuf; /* START: requested; READY: effective SO_RCVBUF */
+    uint32_t msg_bytes; /* START (pptrain): bytes of each message */
+    uint64_t sockbuf;   /* START: requested; READY: effective SO_RCVBUF */
     /* RESULT */
     uint64_t dgrams;      /* datagrams of this run received */
     uint64_t bytes;       /* their bytes */
@@ -263,6 +280,8 @@ struct opts {
     int busy_budget;  /* -Q: receiver SO_BUSY_POLL_BUDGET, with SO_PREFER_BUSY_POLL */
     size_t msg_bytes; /* -M: payload buffer of gsomsg / gsoiovmsg */
     int connected;    /* -k: the sender connect()s its socket to the receiver */
+    size_t train_min; /* -T: pptrain message sizes */
+    size_t train_max; /* -T */
 };
 
 static struct opts o;
@@ -728,6 +747,193 @@ static int32_t busy_poll_enable(int fd, const struct ctl_msg *m, int32_t *err)
     return set;
 }
 
+/* ------------------------------------------------------------------------ */
+/* pptrain: ping-pong of messages sent as trains                            */
+
+#define GS_TRAIN_RX 16               /* receive buffers of 64 KiB per recvmmsg */
+#define GS_TRAIN_LOST_NS 200000000LL /* a reply not complete within this: lost */
+
+struct train_rx {
+    struct mmsghdr msgs[GS_TRAIN_RX];
+    struct iovec iov[GS_TRAIN_RX];
+    struct sockaddr_in from[GS_TRAIN_RX];
+    char ctl[GS_TRAIN_RX][CMSG_SPACE(sizeof(int))];
+    uint8_t *bufs;
+};
+
+static void train_rx_init(struct train_rx *r)
+{
+    r->bufs = malloc((size_t) GS_TRAIN_RX * GS_RXBUF);
+    if (NULL == r->bufs) {
+        die("out of memory");
+    }
+}
+
+/* The message's number in every datagram of a message of len bytes. */
+static void train_stamp(uint8_t *buf, size_t len, size_t dgram, uint32_t run_id, uint32_t seq)
+{
+    for (size_t off = 0; off < len; off += dgram) {
+        uint32_t id[2] = {run_id, seq};
+        memcpy(buf + off, id, (len - off < sizeof(id)) ? len - off : sizeof(id));
+    }
+}
+
+/* len bytes of buf to the connected fd, as trains of dgram-byte datagrams. */
+static void train_send(int fd, const uint8_t *buf, size_t len, size_t dgram)
+{
+    size_t per = (size_t) o.maxsegs * dgram, off = 0;
+
+    if (per > GS_UDP_MAX) {
+        per = GS_UDP_MAX / dgram * dgram;
+    }
+    while (off < len) {
+        size_t n = (len - off < per) ? len - off : per;
+        char c[CMSG_SPACE(sizeof(uint16_t))];
+        struct iovec v = {(void *) (buf + off), n};
+        struct msghdr mh = {.msg_iov = &v, .msg_iovlen = 1};
+        uint16_t seg = (uint16_t) dgram;
+        ssize_t rc;
+
+        if (n > dgram) {
+            struct cmsghdr *cm;
+            memset(c, 0, sizeof(c));
+            mh.msg_control = c;
+            mh.msg_controllen = sizeof(c);
+            cm = CMSG_FIRSTHDR(&mh);
+            cm->cmsg_level = SOL_UDP;
+            cm->cmsg_type = UDP_SEGMENT;
+            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+        }
+        rc = sendmsg(fd, &mh, 0);
+        if (rc < 0) {
+            if (EAGAIN == errno || ENOBUFS == errno || EINTR == errno) {
+                continue;
+            }
+            die("pptrain: sendmsg of %zu bytes: %s", n, strerror(errno));
+        }
+        off += n;
+    }
+}
+
+/* One busy-poll receive: the bytes of datagrams numbered *seq of run_id
+ * are added to *got.  follow (the server): a datagram with a later number
+ * starts a new message (*seq and *got follow it); one numbered answered
+ * (the message last echoed) is old.  *from: the first datagram's source.
+ * Returns the datagrams seen, 0 if none was waiting. */
+static int train_recv(int fd, struct train_rx *r, uint32_t run_id, uint32_t *seq, bool follow,
+                      uint32_t answered, size_t *got, struct sockaddr_in *from)
+{
+    int n;
+
+    for (int i = 0; i < GS_TRAIN_RX; i++) {
+        r->iov[i].iov_base = r->bufs + (size_t) i * GS_RXBUF;
+        r->iov[i].iov_len = GS_RXBUF;
+        memset(&r->msgs[i].msg_hdr, 0, sizeof(r->msgs[i].msg_hdr));
+        r->msgs[i].msg_hdr.msg_iov = &r->iov[i];
+        r->msgs[i].msg_hdr.msg_iovlen = 1;
+        r->msgs[i].msg_hdr.msg_name = &r->from[i];
+        r->msgs[i].msg_hdr.msg_namelen = sizeof(r->from[i]);
+        r->msgs[i].msg_hdr.msg_control = r->ctl[i];
+        r->msgs[i].msg_hdr.msg_controllen = sizeof(r->ctl[i]);
+    }
+    n = recvmmsg(fd, r->msgs, GS_TRAIN_RX, MSG_DONTWAIT, NULL);
+    if (n < 0) {
+        if (EAGAIN == errno || EWOULDBLOCK == errno || EINTR == errno) {
+            return 0;
+        }
+        die("pptrain: recvmmsg: %s", strerror(errno));
+    }
+    if (n > 0 && NULL != from) {
+        *from = r->from[0];
+    }
+    for (int i = 0; i < n; i++) {
+        struct msghdr *mh = &r->msgs[i].msg_hdr;
+        size_t len = r->msgs[i].msg_len, step = len;
+        const uint8_t *p = r->iov[i].iov_base;
+
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+            if (SOL_UDP == cm->cmsg_level && UDP_GRO == cm->cmsg_type) {
+                int g;
+                memcpy(&g, CMSG_DATA(cm), sizeof(g));
+                if (g > 0 && (size_t) g < len) {
+                    step = (size_t) g;
+                }
+            }
+        }
+        for (size_t off = 0; off < len; off += step) {
+            size_t d = (len - off < step) ? len - off : step;
+            uint32_t id[2];
+            if (d < sizeof(id)) {
+                continue;
+            }
+            memcpy(id, p + off, sizeof(id));
+            if (id[0] != run_id) {
+                continue;
+            }
+            if (follow && id[1] != *seq && id[1] != answered && (int32_t) (id[1] - *seq) > 0) {
+                *seq = id[1];
+                *got = 0;
+            }
+            if (id[1] == *seq) {
+                *got += d;
+            }
+        }
+    }
+    return n;
+}
+
+/* pptrain's receiver: echo each whole message, as a train of its own. */
+static void serve_pptrain(int fd, const struct ctl_msg *start, struct ctl_msg *res)
+{
+    size_t dgram = start->size, msg = start->msg_bytes, got = 0;
+    uint8_t *out = malloc(msg);
+    struct train_rx r;
+    struct ctl_msg end;
+    uint32_t seq = 0, answered = UINT32_MAX;
+    unsigned idle = 0;
+    bool connected = false;
+
+    if (NULL == out || dgram < 8 || msg <= dgram) {
+        die("pptrain: bad message size %zu or datagram size %zu", msg, dgram);
+    }
+    memset(out, 0x5a, msg);
+    train_rx_init(&r);
+    for (;;) {
+        struct sockaddr_in from;
+        int n = train_recv(fd, &r, start->run_id, &seq, true, answered, &got, &from);
+
+        if (n > 0) {
+            if (!connected) {
+                if (0 != connect(fd, (struct sockaddr *) &from, sizeof(from))) {
+                    die("pptrain: connect: %s", strerror(errno));
+                }
+                connected = true;
+            }
+            if (got >= msg && seq != answered) {
+                train_stamp(out, msg, dgram, start->run_id, seq);
+                train_send(fd, out, msg, dgram);
+                answered = seq;
+                got = 0;
+                res->dgrams++; /* (messages echoed) */
+            }
+            idle = 0;
+            continue;
+        }
+        if (0 == (++idle % GS_PP_YIELD)) {
+            sched_yield();
+        }
+        if (0 == (idle & 1023) && ctl_recv(&end, 0)) {
+            if (GS_END != end.op) {
+                die("control: expected the end of the ping-pong, got %u", end.op);
+            }
+            break;
+        }
+    }
+    free(r.bufs);
+    free(out);
+}
+
 /* serve one client: measurements until GS_BYE */
 static void server_loop(const struct sockaddr_in *local)
 {
@@ -777,6 +983,8 @@ static void server_loop(const struct sockaddr_in *local)
         memset(&res, 0, sizeof(res));
         if (GS_PP == m.mode) {
             serve_pingpong(fd, &m, &res);
+        } else if (GS_PPTRAIN == m.mode) {
+            serve_pptrain(fd, &m, &res);
         } else {
             serve_stream(fd, &m, &res);
         }
@@ -1403,6 +1611,129 @@ static void measure_pingpong(const struct sockaddr_in *server, const struct sock
     free(samples);
 }
 
+/* pptrain's datagram size: the largest of -d that the path's MTU carries
+ * unfragmented (as the BTL sends interface-MTU datagrams); 0 if none. */
+static size_t train_dgram(const struct sockaddr_in *server, const struct sockaddr_in *local)
+{
+    int rcvbuf, mtu = 0;
+    socklen_t ml = sizeof(mtu);
+    int fd = udp_socket(local, 0, &rcvbuf);
+    size_t best = 0;
+
+    if (fd < 0 || 0 != connect(fd, (const struct sockaddr *) server, sizeof(*server)) ||
+        0 != getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &ml) || mtu < 576) {
+        die("pptrain: the path MTU to %s: %s", inet_ntoa(server->sin_addr), strerror(errno));
+    }
+    close(fd);
+    for (int s = 0; s < o.nsizes; s++) {
+        if (o.sizes[s] <= (size_t) mtu - 28 && o.sizes[s] > best) {
+            best = o.sizes[s];
+        }
+    }
+    if (0 == best) {
+        printf("# pptrain: no -d datagram size fits the path MTU %d: not run\n", mtu);
+    }
+    return best;
+}
+
+/* pptrain's sender: the half round trip of msg-byte messages sent as trains
+ * of dgram-byte datagrams, for a fifth of -t. */
+static void measure_pptrain(const struct sockaddr_in *server, const struct sockaddr_in *local,
+                            size_t dgram, size_t msg, int rep, uint32_t run_id)
+{
+    struct ctl_msg m;
+    struct sockaddr_in dst = *server;
+    struct train_rx r;
+    int fd, rcvbuf, on = 1;
+    int64_t *samples = malloc(GS_PP_MAX_SAMPLES * sizeof(*samples));
+    uint8_t *out = malloc(msg);
+    uint64_t nsamp = 0, lost = 0;
+    int64_t deadline = 0, sum = 0;
+    double seconds = (o.seconds / 5 < 0.1) ? 0.1 : o.seconds / 5;
+
+    if (NULL == samples || NULL == out) {
+        die("out of memory");
+    }
+    memset(out, 0xa5, msg);
+    train_rx_init(&r);
+    memset(&m, 0, sizeof(m));
+    fd = udp_socket(local, o.sockbuf, &rcvbuf);
+    if (fd < 0) {
+        die("UDP bind to %s: %s", inet_ntoa(local->sin_addr), strerror(errno));
+    }
+    if (0 != setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof(on))) {
+        die("pptrain: UDP_GRO: %s", strerror(errno));
+    }
+    m.mode = GS_PPTRAIN;
+    m.size = (uint32_t) dgram;
+    m.msg_bytes = (uint32_t) msg;
+    m.want_gro = 1;
+    m.connected = 1;
+    m.run_id = run_id;
+    m.batch = 1;
+    m.sockbuf = (uint64_t) o.sockbuf;
+    ctl_send(&m, GS_START);
+    ctl_expect(&m, GS_READY, 30000);
+    if (!m.gro) {
+        die("pptrain: the receiver's UDP_GRO was refused (%s)", strerror(m.err));
+    }
+    dst.sin_port = htons((uint16_t) m.port);
+    if (0 != connect(fd, (struct sockaddr *) &dst, sizeof(dst))) {
+        die("connect: %s", strerror(errno));
+    }
+    for (uint32_t seq = 0;; seq++) {
+        size_t got = 0;
+        int64_t t0;
+        unsigned spins = 0;
+
+        if (GS_PP_WARMUP / 10 == seq) {
+            deadline = now_ns(CLOCK_MONOTONIC) + (int64_t) (seconds * 1e9);
+        }
+        if (seq > GS_PP_WARMUP / 10 && now_ns(CLOCK_MONOTONIC) >= deadline) {
+            break;
+        }
+        train_stamp(out, msg, dgram, run_id, seq);
+        t0 = now_ns(CLOCK_MONOTONIC);
+        train_send(fd, out, msg, dgram);
+        for (;;) {
+            uint32_t want = seq;
+            if (train_recv(fd, &r, run_id, &want, false, UINT32_MAX, &got, NULL) > 0 &&
+                got >= msg) {
+                int64_t t1 = now_ns(CLOCK_MONOTONIC);
+                if (seq >= GS_PP_WARMUP / 10 && nsamp < GS_PP_MAX_SAMPLES) {
+                    samples[nsamp++] = t1 - t0;
+                    sum += t1 - t0;
+                }
+                break;
+            }
+            if (0 == (++spins % GS_PP_YIELD)) {
+                sched_yield();
+                if (now_ns(CLOCK_MONOTONIC) - t0 > GS_TRAIN_LOST_NS) {
+                    lost++;
+                    break;
+                }
+            }
+        }
+    }
+    close(fd);
+    memset(&m, 0, sizeof(m));
+    ctl_send(&m, GS_END);
+    ctl_expect(&m, GS_RESULT, 30000);
+    if (0 == nsamp) {
+        die("pptrain: no reply arrived");
+    }
+    qsort(samples, nsamp, sizeof(*samples), cmp_i64);
+    printf("gso_stream: mode=pptrain size=%zu dgram=%zu rep=%d lat_us=%.3f min_us=%.3f "
+           "mean_us=%.3f iters=%llu lost=%llu seconds=%.3f\n",
+           msg, dgram, rep, (double) samples[nsamp / 2] / 2e3, (double) samples[0] / 2e3,
+           (double) sum / (double) nsamp / 2e3, (unsigned long long) nsamp,
+           (unsigned long long) lost, seconds);
+    fflush(stdout);
+    free(samples);
+    free(out);
+    free(r.bufs);
+}
+
 static void client_loop(const struct sockaddr_in *server, const struct sockaddr_in *local)
 {
     struct ctl_msg m;
@@ -1411,6 +1742,18 @@ static void client_loop(const struct sockaddr_in *server, const struct sockaddr_
     for (int i = 0; i < o.nmodes; i++) {
         int mode = o.modes[i];
         int nsz = GS_PP == mode ? 1 : o.nsizes;
+        if (GS_PPTRAIN == mode) {
+            size_t d = train_dgram(server, local);
+            for (size_t msg = 1; 0 != d && msg <= o.train_max; msg <<= 1) {
+                if (msg < o.train_min || msg <= d) {
+                    continue;
+                }
+                for (int rep = 1; rep <= o.reps; rep++) {
+                    measure_pptrain(server, local, d, msg, rep, ++run_id);
+                }
+            }
+            continue;
+        }
         for (int s = 0; s < nsz; s++) {
             for (int rep = 1; rep <= o.reps; rep++) {
                 run_id++;
@@ -1440,11 +1783,11 @@ static void usage(int code)
             "  -a addr         local address to bind (default 127.0.0.1 without -C; with -C:\n"
             "                  any)\n"
             "  -m list         modes: plain,plaingro,gso,gsoiov,gsocopy,gsomsg,gsoiovmsg,\n"
-            "                  gsozc,gsoiovzc,pp\n"
+            "                  gsozc,gsoiovzc,pp,pptrain\n"
             "                  (default plain,gso,gsoiov,pp)\n"
             "  -d list         datagram sizes, comma separated (default 1472; gsoiov needs\n"
             "                  more than %d; so do gsocopy and gsoiovzc); pp always uses\n"
-            "                  %d bytes\n"
+            "                  %d bytes; pptrain the largest that the path MTU carries\n"
             "  -t seconds      per measurement (default 2)\n"
             "  -r reps         repetitions of every mode and size (default 3)\n"
             "  -B bytes        socket buffers to request (default 8388608; forced as root)\n"
@@ -1463,6 +1806,8 @@ static void usage(int code)
             "                  budget\n"
             "  -M bytes        gsomsg, gsoiovmsg: the payload buffer sent train by train\n"
             "                  (default 1048576)\n"
+            "  -T MIN:MAX      pptrain: message sizes, the powers of two in MIN..MAX bytes\n"
+            "                  above one datagram (k, m allowed; default 2048:1m)\n"
             "Output: one 'gso_stream: mode=M size=S rep=R key=value...' line per measurement;\n"
             "comments start with '#'.\n",
             GS_PORT_DEFAULT, GS_HDR, GS_PP_SIZE);
@@ -1500,6 +1845,38 @@ static void parse_modes(const char *s)
     free(dup);
 }
 
+/* -T MIN:MAX, bytes with an optional k or m (KiB, MiB) */
+static size_t parse_bytes(const char *s, const char **end)
+{
+    char *e;
+    unsigned long long v = strtoull(s, &e, 10);
+
+    if (e == s) {
+        die("-T: expected MIN:MAX in bytes (k, m allowed), got '%s'", s);
+    }
+    if ('k' == *e || 'K' == *e) {
+        v <<= 10, e++;
+    } else if ('m' == *e || 'M' == *e) {
+        v <<= 20, e++;
+    }
+    *end = e;
+    return (size_t) v;
+}
+
+static void parse_train_sizes(const char *s)
+{
+    const char *e;
+
+    o.train_min = parse_bytes(s, &e);
+    if (':' != *e) {
+        die("-T: expected MIN:MAX, got '%s'", s);
+    }
+    o.train_max = parse_bytes(e + 1, &e);
+    if ('\0' != *e || o.train_min > o.train_max || o.train_max > (size_t) 64 << 20) {
+        die("-T: expected MIN:MAX with MIN <= MAX <= 64m, got '%s'", s);
+    }
+}
+
 static void parse_sizes(const char *s)
 {
     char *dup = strdup(s), *save = NULL;
@@ -1527,10 +1904,15 @@ int main(int argc, char **argv)
     o.maxsegs = 64;
     o.zc_ring = 8;
     o.msg_bytes = 1024 * 1024;
+    o.train_min = 2048;
+    o.train_max = 1024 * 1024;
     parse_modes("plain,gso,gsoiov,pp");
     parse_sizes("1472");
-    while ((ch = getopt(argc, argv, "L:C:a:m:d:t:r:B:b:s:pz:P:Q:M:kh")) != -1) {
+    while ((ch = getopt(argc, argv, "L:C:a:m:d:t:r:B:b:s:pz:P:Q:M:T:kh")) != -1) {
         switch (ch) {
+        case 'T':
+            parse_train_sizes(optarg);
+            break;
         case 'L':
         case 'C':
             o.role = ch;

@@ -265,7 +265,11 @@ if [ $NETNS = 1 ]; then
 else
     RAW_ARGS=(-p udp -a 127.0.0.1 -d "$DGRAM" -b "$RAW_SMALL" -S 1024 -r "$RAW_REPS" -T "$RAW_T")
 fi
-RAWGSO_ARGS=("${RAWGSO_PEER[@]}" -m "$RAWGSO_MODES" -d "$DGRAM" -r "$RAW_REPS" -t "$RAWGSO_T")
+# with the latency test, also a raw ping-pong of every size above one
+# datagram, as trains of interface-MTU datagrams (pptrain)
+[[ ",$TESTS," == *",lat,"* ]] && RAWGSO_MODES=$RAWGSO_MODES,pptrain
+RAWGSO_ARGS=("${RAWGSO_PEER[@]}" -m "$RAWGSO_MODES" -d "$DGRAM" -r "$RAW_REPS" -t "$RAWGSO_T"
+             -T "$MINSIZE:$MAXSIZE")
 
 # command line of a transport, into array CMD (and CMDX, SRV, SRVX)
 set_cmd() {
@@ -799,6 +803,29 @@ for test in mpi_tests:
     if star:
         P("")
         P(f"\\* raw udp streaming goodput with {ceiling}-byte datagrams (largest single datagram reference).")
+    if test == "lat" and gs_agg:
+        # the raw kernel-UDP ping-pongs of the same sizes: pp (8 B), pptrain
+        lrows = []
+        for s in sizes:
+            key = ("pp", 8) if s == 8 else ("pptrain", s)
+            g = gs(key[0], key[1], "lat_us")
+            if g and (s == 8 or s > int(usnic_dg)):
+                lrows.append((s, key, g))
+        if lrows:
+            P("")
+            P("Against a raw kernel-UDP ping-pong of the same size (rawgso, busy-polling both "
+              "sides): 8 B `pp`, one datagram; above one datagram `pptrain`, the message as "
+              "UDP_SEGMENT trains of interface-MTU datagrams from one buffer, received with "
+              "UDP_GRO, with no header, MAC, user-space copy, reassembly or PML.  usnic/raw is "
+              "what the BTL and ob1 add to the kernel's part.")
+            P("")
+            P("| size | usnic | raw ping-pong | usnic/raw | usnic/raw by round |")
+            P("|---:|---|---|---:|---:|")
+            for s, key, g in lrows:
+                u = get("usnic", "lat", s)
+                pr = paired_ratio(by_round.get(("usnic", "lat", s), {}),
+                                  gs_by_round.get((key[0], key[1], "lat_us"), {}))
+                P(f"| {s} | {cell(u)} | {cell(g)} | {ratio(u, g)} | {pr} |")
     if test == "bw" and gs_agg:
         # the kernel-UDP ceiling (rawgso) at usnic's datagram size and at 1472
         big = max(sizes)
