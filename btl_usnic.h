@@ -226,7 +226,7 @@ typedef struct usnic_module {
     uint64_t tx_coalesce;     /* btl_usnic_tx_coalesce (0 = off) */
     bool mac_lanes;           /* header MACs of a train, or of a GRO receive, computed together */
     struct {
-        const uint8_t *dest; /* target of one of the last large PUTs */
+        const uint8_t *dest; /* target of one of the last PUTs */
         bool reused;         /* it had been a target before: copy through the cache */
     } put_recent[USNIC_PUT_RECENT];
     unsigned put_recent_next;

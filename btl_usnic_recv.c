@@ -222,12 +222,12 @@ static enum usnic_drop_reason rx_put_resolve(void *t, uint64_t key, uint64_t reg
     return usnic_reg_resolve(&mca_btl_usnic_component.regs, key, reg_offset, len, dest);
 }
 
-/* Should this large PUT's target be written through the cache?  Yes if it
- * was the target of one of the last few large PUTs: a buffer used again
- * and again (a ping-pong's) is likely still cached and read right after
- * the transfer.  Fresh memory (a stream through many buffers) is copied
- * past the caches.  The first chunk of a PUT decides; its other chunks
- * follow that decision. */
+/* Is this PUT's target likely in the cache?  Yes if it was the target of
+ * one of the last few PUTs: a buffer used again and again (a ping-pong's)
+ * is likely still cached and read right after the transfer.  Fresh memory
+ * (a stream through many buffers) is not: a large PUT into it is copied
+ * past the caches, and with small datagrams received in place.  The first
+ * chunk of a PUT decides; its other chunks follow that decision. */
 static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool first)
 {
     int i;
@@ -283,11 +283,19 @@ static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool 
  * hosts at MTU 9000 1.01-1.27x, median 1.14 (docs/perf-kernel-backend.md,
  * session 17).  With 1472-byte datagrams the in-place receive stays ahead
  * (streams 0.90x, median, without it).
+ *
+ * With chunks smaller than USNIC_DIRECT_CHUNK_MIN it is the other way
+ * round for a PUT into a target that was one of the last few (a
+ * ping-pong's buffer, likely cached): it goes through the receive buffers
+ * and a cached copy, since the scattered receive of 1472-byte datagrams
+ * costs the kernel more than that copy (phase A/B at MTU 1500: 1 MiB
+ * ping-pongs 3.8% and 4 MiB 1.4% faster; docs/perf-kernel-backend.md,
+ * session 19).  Into fresh memory the in-place receive stays.
  */
 #define USNIC_DIRECT_CHUNK_MIN 4096
 
 static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
-                         const struct usnic_pkt_view *v, bool streamed)
+                         const struct usnic_pkt_view *v, bool streamed, bool reused)
 {
     struct usnic_direct *d = &module->direct;
     const struct usnic_pkt_hdr *h = v->hdr;
@@ -303,7 +311,7 @@ static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
         return;
     }
     if (0 == off && end < v->chunk->msg_len && ep->module == module && !ep->dead &&
-        (NULL != v->put ? !(streamed && v->payload_len >= USNIC_DIRECT_CHUNK_MIN)
+        (NULL != v->put ? (v->payload_len >= USNIC_DIRECT_CHUNK_MIN ? !streamed : !reused)
                         : v->payload_len >= USNIC_DIRECT_CHUNK_MIN) &&
         h->seq == ep->rel.rx.expected &&
         usnic_seq_diff(ep->rel.rx.expected, ep->rel.rx.highest) == 1) {
@@ -334,28 +342,29 @@ static void rx_chunk_added(void *t, void *ep, const struct usnic_pkt_view *v)
             module->stats.rx_direct++;
         }
     }
-    direct_track(module, e, v, false);
+    direct_track(module, e, v, false, false);
 }
 
 static void rx_put_write(void *t, void *ep, uint8_t *dest, const struct usnic_pkt_view *v)
 {
     usnic_module_t *module = t;
-    bool stream;
+    bool stream, reused;
 
     if (dest == v->payload) {
         module->stats.rx_direct++; /* the kernel received it in place */
-        direct_track(module, ep, v, false);
+        direct_track(module, ep, v, false, false);
         return;
     }
-    stream = v->chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min &&
-             !put_target_reused(module, dest - v->chunk->offset, 0 == v->chunk->offset);
+    reused = put_target_reused(module, dest - v->chunk->offset, 0 == v->chunk->offset);
+    stream =
+        v->chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min && !reused;
     if (stream) {
         copy_stream(dest, v->payload, v->payload_len);
         module->stats.rx_put_streamed++;
     } else {
         memcpy(dest, v->payload, v->payload_len);
     }
-    direct_track(module, ep, v, stream);
+    direct_track(module, ep, v, stream, reused);
 }
 
 static void rx_acked(void *t, void *ep, int released)
