@@ -676,10 +676,27 @@ static void serve_stream(int fd, const struct ctl_msg *start, struct ctl_msg *re
     rx_ring_free(&r);
 }
 
+/* A ping-pong server's poll that found nothing: yield the CPU now and
+ * then; true once the client has said the ping-pong is over. */
+static bool pp_idle(unsigned *idle)
+{
+    struct ctl_msg end;
+
+    if (0 == (++*idle % GS_PP_YIELD)) {
+        sched_yield();
+    }
+    if (0 == (*idle & 1023) && ctl_recv(&end, 0)) {
+        if (GS_END != end.op) {
+            die("control: expected the end of the ping-pong, got %u", end.op);
+        }
+        return true;
+    }
+    return false;
+}
+
 static void serve_pingpong(int fd, const struct ctl_msg *start, struct ctl_msg *res)
 {
     char buf[256];
-    struct ctl_msg end;
     unsigned idle = 0;
 
     int connected = 0;
@@ -707,13 +724,7 @@ static void serve_pingpong(int fd, const struct ctl_msg *start, struct ctl_msg *
         if (n < 0 && EAGAIN != errno && EWOULDBLOCK != errno && EINTR != errno) {
             die("recvfrom: %s", strerror(errno));
         }
-        if (0 == (++idle % GS_PP_YIELD)) {
-            sched_yield();
-        }
-        if (0 == (idle & 1023) && ctl_recv(&end, 0)) {
-            if (GS_END != end.op) {
-                die("control: expected the end of the ping-pong, got %u", end.op);
-            }
+        if (pp_idle(&idle)) {
             break;
         }
     }
@@ -752,22 +763,6 @@ static int32_t busy_poll_enable(int fd, const struct ctl_msg *m, int32_t *err)
 
 #define GS_TRAIN_RX 16               /* receive buffers of 64 KiB per recvmmsg */
 #define GS_TRAIN_LOST_NS 200000000LL /* a reply not complete within this: lost */
-
-struct train_rx {
-    struct mmsghdr msgs[GS_TRAIN_RX];
-    struct iovec iov[GS_TRAIN_RX];
-    struct sockaddr_in from[GS_TRAIN_RX];
-    char ctl[GS_TRAIN_RX][CMSG_SPACE(sizeof(int))];
-    uint8_t *bufs;
-};
-
-static void train_rx_init(struct train_rx *r)
-{
-    r->bufs = malloc((size_t) GS_TRAIN_RX * GS_RXBUF);
-    if (NULL == r->bufs) {
-        die("out of memory");
-    }
-}
 
 /* The message's number in every datagram of a message of len bytes. */
 static void train_stamp(uint8_t *buf, size_t len, size_t dgram, uint32_t run_id, uint32_t seq)
@@ -821,46 +816,31 @@ static void train_send(int fd, const uint8_t *buf, size_t len, size_t dgram)
  * starts a new message (*seq and *got follow it); one numbered answered
  * (the message last echoed) is old.  *from: the first datagram's source.
  * Returns the datagrams seen, 0 if none was waiting. */
-static int train_recv(int fd, struct train_rx *r, uint32_t run_id, uint32_t *seq, bool follow,
+static int train_recv(int fd, struct rx_ring *r, uint32_t run_id, uint32_t *seq, bool follow,
                       uint32_t answered, size_t *got, struct sockaddr_in *from)
 {
     int n;
 
-    for (int i = 0; i < GS_TRAIN_RX; i++) {
-        r->iov[i].iov_base = r->bufs + (size_t) i * GS_RXBUF;
-        r->iov[i].iov_len = GS_RXBUF;
-        memset(&r->msgs[i].msg_hdr, 0, sizeof(r->msgs[i].msg_hdr));
-        r->msgs[i].msg_hdr.msg_iov = &r->iov[i];
-        r->msgs[i].msg_hdr.msg_iovlen = 1;
-        r->msgs[i].msg_hdr.msg_name = &r->from[i];
-        r->msgs[i].msg_hdr.msg_namelen = sizeof(r->from[i]);
-        r->msgs[i].msg_hdr.msg_control = r->ctl[i];
-        r->msgs[i].msg_hdr.msg_controllen = sizeof(r->ctl[i]);
+    for (int i = 0; i < r->n; i++) {
+        r->mm[i].msg_hdr.msg_controllen = GS_CMSG_SPACE;
+        r->mm[i].msg_hdr.msg_flags = 0;
     }
-    n = recvmmsg(fd, r->msgs, GS_TRAIN_RX, MSG_DONTWAIT, NULL);
+    r->mm[0].msg_hdr.msg_name = from;
+    r->mm[0].msg_hdr.msg_namelen = (NULL != from) ? sizeof(*from) : 0;
+    n = recvmmsg(fd, r->mm, (unsigned int) r->n, MSG_DONTWAIT, NULL);
     if (n < 0) {
         if (EAGAIN == errno || EWOULDBLOCK == errno || EINTR == errno) {
             return 0;
         }
         die("pptrain: recvmmsg: %s", strerror(errno));
     }
-    if (n > 0 && NULL != from) {
-        *from = r->from[0];
-    }
     for (int i = 0; i < n; i++) {
-        struct msghdr *mh = &r->msgs[i].msg_hdr;
-        size_t len = r->msgs[i].msg_len, step = len;
-        const uint8_t *p = r->iov[i].iov_base;
+        struct msghdr *mh = &r->mm[i].msg_hdr;
+        size_t len = r->mm[i].msg_len;
+        int g = gro_size(mh);
+        size_t step = (g > 0 && (size_t) g < len) ? (size_t) g : len;
+        const uint8_t *p = mh->msg_iov[0].iov_base;
 
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
-            if (SOL_UDP == cm->cmsg_level && UDP_GRO == cm->cmsg_type) {
-                int g;
-                memcpy(&g, CMSG_DATA(cm), sizeof(g));
-                if (g > 0 && (size_t) g < len) {
-                    step = (size_t) g;
-                }
-            }
-        }
         for (size_t off = 0; off < len; off += step) {
             size_t d = (len - off < step) ? len - off : step;
             uint32_t id[2];
@@ -888,8 +868,7 @@ static void serve_pptrain(int fd, const struct ctl_msg *start, struct ctl_msg *r
 {
     size_t dgram = start->size, msg = start->msg_bytes, got = 0;
     uint8_t *out = malloc(msg);
-    struct train_rx r;
-    struct ctl_msg end;
+    struct rx_ring r;
     uint32_t seq = 0, answered = UINT32_MAX;
     unsigned idle = 0;
     bool connected = false;
@@ -898,7 +877,7 @@ static void serve_pptrain(int fd, const struct ctl_msg *start, struct ctl_msg *r
         die("pptrain: bad message size %zu or datagram size %zu", msg, dgram);
     }
     memset(out, 0x5a, msg);
-    train_rx_init(&r);
+    rx_ring_init(&r, GS_TRAIN_RX);
     for (;;) {
         struct sockaddr_in from;
         int n = train_recv(fd, &r, start->run_id, &seq, true, answered, &got, &from);
@@ -920,17 +899,11 @@ static void serve_pptrain(int fd, const struct ctl_msg *start, struct ctl_msg *r
             idle = 0;
             continue;
         }
-        if (0 == (++idle % GS_PP_YIELD)) {
-            sched_yield();
-        }
-        if (0 == (idle & 1023) && ctl_recv(&end, 0)) {
-            if (GS_END != end.op) {
-                die("control: expected the end of the ping-pong, got %u", end.op);
-            }
+        if (pp_idle(&idle)) {
             break;
         }
     }
-    free(r.bufs);
+    rx_ring_free(&r);
     free(out);
 }
 
@@ -1522,19 +1495,94 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A ping-pong client's measurement: round trips after the first `warmup`
+ * are timed for `seconds`; the report gives half round trips. */
+struct pp_run {
+    int64_t *samples;
+    uint64_t n, lost;
+    int64_t sum, deadline;
+    uint32_t warmup;
+    double seconds;
+};
+
+static void pp_begin(struct pp_run *p, uint32_t warmup, double seconds)
+{
+    memset(p, 0, sizeof(*p));
+    p->samples = malloc(GS_PP_MAX_SAMPLES * sizeof(*p->samples));
+    if (NULL == p->samples) {
+        die("out of memory");
+    }
+    p->warmup = warmup;
+    p->seconds = seconds;
+}
+
+/* Before round trip seq: false once the measurement is over. */
+static bool pp_next(struct pp_run *p, uint32_t seq)
+{
+    if (p->warmup == seq) {
+        p->deadline = now_ns(CLOCK_MONOTONIC) + (int64_t) (p->seconds * 1e9);
+    }
+    return seq <= p->warmup || now_ns(CLOCK_MONOTONIC) < p->deadline;
+}
+
+/* Round trip seq, begun at t0, is complete. */
+static void pp_done(struct pp_run *p, uint32_t seq, int64_t t0)
+{
+    int64_t t = now_ns(CLOCK_MONOTONIC) - t0;
+
+    if (seq >= p->warmup && p->n < GS_PP_MAX_SAMPLES) {
+        p->samples[p->n++] = t;
+        p->sum += t;
+    }
+}
+
+/* A poll for the reply found nothing: yield the CPU now and then; true
+ * (the round trip counted lost) once timeout_ns have passed since t0. */
+static bool pp_lost(struct pp_run *p, unsigned *spins, int64_t t0, int64_t timeout_ns)
+{
+    if (0 == (++*spins % GS_PP_YIELD)) {
+        sched_yield();
+        if (now_ns(CLOCK_MONOTONIC) - t0 > timeout_ns) {
+            p->lost++;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Close fd, end the measurement with the server, and print its line:
+ * head (mode, sizes, repetition), then the half round trips. */
+static void pp_finish(struct pp_run *p, int fd, const char *what, const char *head)
+{
+    struct ctl_msg m;
+
+    close(fd);
+    memset(&m, 0, sizeof(m));
+    ctl_send(&m, GS_END);
+    ctl_expect(&m, GS_RESULT, 30000);
+    if (0 == p->n) {
+        die("%s: no reply arrived", what);
+    }
+    qsort(p->samples, p->n, sizeof(*p->samples), cmp_i64);
+    printf("gso_stream: %s lat_us=%.3f min_us=%.3f mean_us=%.3f iters=%llu lost=%llu "
+           "seconds=%.3f\n",
+           head, (double) p->samples[p->n / 2] / 2e3, (double) p->samples[0] / 2e3,
+           (double) p->sum / (double) p->n / 2e3, (unsigned long long) p->n,
+           (unsigned long long) p->lost, p->seconds);
+    fflush(stdout);
+    free(p->samples);
+}
+
 static void measure_pingpong(const struct sockaddr_in *server, const struct sockaddr_in *local,
                              int rep, uint32_t run_id)
 {
     struct ctl_msg m;
     struct sockaddr_in dst = *server;
+    struct pp_run p;
     int fd, rcvbuf;
-    int64_t *samples = malloc(GS_PP_MAX_SAMPLES * sizeof(*samples));
-    uint64_t nsamp = 0, lost = 0;
-    int64_t deadline = 0, sum = 0;
+    char head[64];
 
-    if (!samples) {
-        die("out of memory");
-    }
+    pp_begin(&p, GS_PP_WARMUP, o.seconds);
     memset(&m, 0, sizeof(m));
     fd = udp_socket(local, o.sockbuf, &rcvbuf);
     if (fd < 0) {
@@ -1553,17 +1601,11 @@ static void measure_pingpong(const struct sockaddr_in *server, const struct sock
         die("connect: %s", strerror(errno));
     }
 
-    for (uint32_t seq = 0;; seq++) {
+    for (uint32_t seq = 0; pp_next(&p, seq); seq++) {
         uint32_t ping[2] = {run_id, seq}, pong[64];
-        int64_t t0, t1;
+        int64_t t0;
         unsigned spins = 0;
 
-        if (GS_PP_WARMUP == seq) {
-            deadline = now_ns(CLOCK_MONOTONIC) + (int64_t) (o.seconds * 1e9);
-        }
-        if (seq > GS_PP_WARMUP && now_ns(CLOCK_MONOTONIC) >= deadline) {
-            break;
-        }
         t0 = now_ns(CLOCK_MONOTONIC);
         if ((o.connected
                  ? send(fd, ping, GS_PP_SIZE, 0)
@@ -1574,41 +1616,19 @@ static void measure_pingpong(const struct sockaddr_in *server, const struct sock
         for (;;) {
             ssize_t n = recvfrom(fd, pong, sizeof(pong), MSG_DONTWAIT, NULL, NULL);
             if (GS_PP_SIZE == n && pong[0] == run_id && pong[1] == seq) {
-                t1 = now_ns(CLOCK_MONOTONIC);
-                if (seq >= GS_PP_WARMUP && nsamp < GS_PP_MAX_SAMPLES) {
-                    samples[nsamp++] = t1 - t0;
-                    sum += t1 - t0;
-                }
+                pp_done(&p, seq, t0);
                 break;
             }
             if (n < 0 && EAGAIN != errno && EWOULDBLOCK != errno && EINTR != errno) {
                 die("recvfrom: %s", strerror(errno));
             }
-            if (0 == (++spins % GS_PP_YIELD)) {
-                sched_yield();
-                if (now_ns(CLOCK_MONOTONIC) - t0 > GS_PP_TIMEOUT_NS) {
-                    lost++;
-                    break;
-                }
+            if (pp_lost(&p, &spins, t0, GS_PP_TIMEOUT_NS)) {
+                break;
             }
         }
     }
-    close(fd);
-    memset(&m, 0, sizeof(m));
-    ctl_send(&m, GS_END);
-    ctl_expect(&m, GS_RESULT, 30000);
-    if (0 == nsamp) {
-        die("ping-pong: no reply arrived");
-    }
-    qsort(samples, nsamp, sizeof(*samples), cmp_i64);
-    /* half round trips */
-    printf("gso_stream: mode=pp size=%d rep=%d lat_us=%.3f min_us=%.3f mean_us=%.3f iters=%llu "
-           "lost=%llu seconds=%.3f\n",
-           GS_PP_SIZE, rep, (double) samples[nsamp / 2] / 2e3, (double) samples[0] / 2e3,
-           (double) sum / (double) nsamp / 2e3, (unsigned long long) nsamp,
-           (unsigned long long) lost, o.seconds);
-    fflush(stdout);
-    free(samples);
+    snprintf(head, sizeof(head), "mode=pp size=%d rep=%d", GS_PP_SIZE, rep);
+    pp_finish(&p, fd, "ping-pong", head);
 }
 
 /* pptrain's datagram size: the largest of -d that the path's MTU carries
@@ -1643,19 +1663,18 @@ static void measure_pptrain(const struct sockaddr_in *server, const struct socka
 {
     struct ctl_msg m;
     struct sockaddr_in dst = *server;
-    struct train_rx r;
+    struct rx_ring r;
+    struct pp_run p;
     int fd, rcvbuf, on = 1;
-    int64_t *samples = malloc(GS_PP_MAX_SAMPLES * sizeof(*samples));
     uint8_t *out = malloc(msg);
-    uint64_t nsamp = 0, lost = 0;
-    int64_t deadline = 0, sum = 0;
-    double seconds = (o.seconds / 5 < 0.1) ? 0.1 : o.seconds / 5;
+    char head[96];
 
-    if (NULL == samples || NULL == out) {
+    if (NULL == out) {
         die("out of memory");
     }
+    pp_begin(&p, GS_PP_WARMUP / 10, (o.seconds / 5 < 0.1) ? 0.1 : o.seconds / 5);
     memset(out, 0xa5, msg);
-    train_rx_init(&r);
+    rx_ring_init(&r, GS_TRAIN_RX);
     memset(&m, 0, sizeof(m));
     fd = udp_socket(local, o.sockbuf, &rcvbuf);
     if (fd < 0) {
@@ -1681,17 +1700,11 @@ static void measure_pptrain(const struct sockaddr_in *server, const struct socka
     if (0 != connect(fd, (struct sockaddr *) &dst, sizeof(dst))) {
         die("connect: %s", strerror(errno));
     }
-    for (uint32_t seq = 0;; seq++) {
+    for (uint32_t seq = 0; pp_next(&p, seq); seq++) {
         size_t got = 0;
         int64_t t0;
         unsigned spins = 0;
 
-        if (GS_PP_WARMUP / 10 == seq) {
-            deadline = now_ns(CLOCK_MONOTONIC) + (int64_t) (seconds * 1e9);
-        }
-        if (seq > GS_PP_WARMUP / 10 && now_ns(CLOCK_MONOTONIC) >= deadline) {
-            break;
-        }
         train_stamp(out, msg, dgram, run_id, seq);
         t0 = now_ns(CLOCK_MONOTONIC);
         train_send(fd, out, msg, dgram);
@@ -1699,39 +1712,18 @@ static void measure_pptrain(const struct sockaddr_in *server, const struct socka
             uint32_t want = seq;
             if (train_recv(fd, &r, run_id, &want, false, UINT32_MAX, &got, NULL) > 0 &&
                 got >= msg) {
-                int64_t t1 = now_ns(CLOCK_MONOTONIC);
-                if (seq >= GS_PP_WARMUP / 10 && nsamp < GS_PP_MAX_SAMPLES) {
-                    samples[nsamp++] = t1 - t0;
-                    sum += t1 - t0;
-                }
+                pp_done(&p, seq, t0);
                 break;
             }
-            if (0 == (++spins % GS_PP_YIELD)) {
-                sched_yield();
-                if (now_ns(CLOCK_MONOTONIC) - t0 > GS_TRAIN_LOST_NS) {
-                    lost++;
-                    break;
-                }
+            if (pp_lost(&p, &spins, t0, GS_TRAIN_LOST_NS)) {
+                break;
             }
         }
     }
-    close(fd);
-    memset(&m, 0, sizeof(m));
-    ctl_send(&m, GS_END);
-    ctl_expect(&m, GS_RESULT, 30000);
-    if (0 == nsamp) {
-        die("pptrain: no reply arrived");
-    }
-    qsort(samples, nsamp, sizeof(*samples), cmp_i64);
-    printf("gso_stream: mode=pptrain size=%zu dgram=%zu rep=%d lat_us=%.3f min_us=%.3f "
-           "mean_us=%.3f iters=%llu lost=%llu seconds=%.3f\n",
-           msg, dgram, rep, (double) samples[nsamp / 2] / 2e3, (double) samples[0] / 2e3,
-           (double) sum / (double) nsamp / 2e3, (unsigned long long) nsamp,
-           (unsigned long long) lost, seconds);
-    fflush(stdout);
-    free(samples);
+    snprintf(head, sizeof(head), "mode=pptrain size=%zu dgram=%zu rep=%d", msg, dgram, rep);
+    pp_finish(&p, fd, "pptrain", head);
     free(out);
-    free(r.bufs);
+    rx_ring_free(&r);
 }
 
 static void client_loop(const struct sockaddr_in *server, const struct sockaddr_in *local)
