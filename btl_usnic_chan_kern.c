@@ -89,6 +89,8 @@
  * 1.004-1.016 of the bandwidth.  Same arguments, results and errno as the
  * wrappers'.
  */
+#if !defined(USNIC_LIBC_SOCKET_CALLS) && defined(SYS_recvfrom) && defined(SYS_recvmsg) &&          \
+    defined(SYS_recvmmsg) && defined(SYS_sendmsg) && defined(SYS_sendto)
 static inline ssize_t k_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
                                  socklen_t *fromlen)
 {
@@ -116,6 +118,36 @@ static inline ssize_t k_sendto(int fd, const void *buf, size_t len, int flags,
     return (ssize_t) syscall(SYS_sendto, (long) fd, buf, len, (long) flags, to,
                              (unsigned long) tolen);
 }
+
+#else /* libc's (an architecture without these system calls of their own, or                       \
+       * built with -DUSNIC_LIBC_SOCKET_CALLS) */
+static inline ssize_t k_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
+                                 socklen_t *fromlen)
+{
+    return recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
+static inline ssize_t k_recvmsg(int fd, struct msghdr *mh, int flags)
+{
+    return recvmsg(fd, mh, flags);
+}
+
+static inline int k_recvmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags)
+{
+    return recvmmsg(fd, msgs, n, flags, NULL);
+}
+
+static inline ssize_t k_sendmsg(int fd, const struct msghdr *mh, int flags)
+{
+    return sendmsg(fd, mh, flags);
+}
+
+static inline ssize_t k_sendto(int fd, const void *buf, size_t len, int flags,
+                               const struct sockaddr *to, socklen_t tolen)
+{
+    return sendto(fd, buf, len, flags, to, tolen);
+}
+#endif
 
 static inline ssize_t k_send(int fd, const void *buf, size_t len, int flags)
 {
