@@ -8,10 +8,14 @@
  *  - send the chunks of a fragment as a train: one sendmsg with
  *    UDP_SEGMENT, whose iovec interleaves each datagram's headers (in our
  *    segment) with its payload (in the user's or the pack buffer), so the
- *    payload is copied once, by the kernel, as with a single send.  Every
- *    datagram on the wire is still an independent MTU-sized packet with
- *    its own usnic header.  Where the kernel refuses UDP_SEGMENT the train
- *    goes out datagram by datagram from then on (verbose note, once).
+ *    payload is copied once, by the kernel, as with a single send; a train
+ *    of datagrams of at most btl_usnic_train_copy bytes (MTU 1500) is
+ *    copied into one buffer first instead, since the kernel's import of
+ *    two pieces per datagram costs more than that copy (train_gather).
+ *    Every datagram on the wire is still an independent MTU-sized packet
+ *    with its own usnic header.  Where the kernel refuses UDP_SEGMENT the
+ *    train goes out datagram by datagram from then on (verbose note,
+ *    once).
  *
  *  - receive the chunks of a PUT or of a chunked fragment that arrives in
  *    order straight into the PUT's target or the fragment's reassembly
