@@ -91,67 +91,63 @@
  * MTU 1500 (docs/perf-kernel-backend.md, session 20): ping-pongs of 8 B to
  * 8 KiB 0.984-1.000 of the time with the wrappers, windows of 64 messages
  * 1.004-1.016 of the bandwidth.  Same arguments, results and errno as the
- * wrappers'.
+ * wrappers', which remain on an architecture without these system calls
+ * of their own, or in a build with -DUSNIC_LIBC_SOCKET_CALLS.
  */
 #if !defined(USNIC_LIBC_SOCKET_CALLS) && defined(SYS_recvfrom) && defined(SYS_recvmsg) &&          \
     defined(SYS_recvmmsg) && defined(SYS_sendmsg) && defined(SYS_sendto)
+#define KERN_RAW_SOCKET_CALLS 1
+#else
+#define KERN_RAW_SOCKET_CALLS 0
+#endif
+
 static inline ssize_t k_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
                                  socklen_t *fromlen)
 {
+#if KERN_RAW_SOCKET_CALLS
     return (ssize_t) syscall(SYS_recvfrom, (long) fd, buf, len, (long) flags, from, fromlen);
+#else
+    return recvfrom(fd, buf, len, flags, from, fromlen);
+#endif
 }
 
 static inline ssize_t k_recvmsg(int fd, struct msghdr *mh, int flags)
 {
+#if KERN_RAW_SOCKET_CALLS
     return (ssize_t) syscall(SYS_recvmsg, (long) fd, mh, (long) flags);
+#else
+    return recvmsg(fd, mh, flags);
+#endif
 }
 
 static inline int k_recvmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags)
 {
+#if KERN_RAW_SOCKET_CALLS
     return (int) syscall(SYS_recvmmsg, (long) fd, msgs, (unsigned long) n, (long) flags, NULL);
+#else
+    return recvmmsg(fd, msgs, n, flags, NULL);
+#endif
 }
 
 static inline ssize_t k_sendmsg(int fd, const struct msghdr *mh, int flags)
 {
+#if KERN_RAW_SOCKET_CALLS
     return (ssize_t) syscall(SYS_sendmsg, (long) fd, mh, (long) flags);
+#else
+    return sendmsg(fd, mh, flags);
+#endif
 }
 
 static inline ssize_t k_sendto(int fd, const void *buf, size_t len, int flags,
                                const struct sockaddr *to, socklen_t tolen)
 {
+#if KERN_RAW_SOCKET_CALLS
     return (ssize_t) syscall(SYS_sendto, (long) fd, buf, len, (long) flags, to,
                              (unsigned long) tolen);
-}
-
-#else /* libc's (an architecture without these system calls of their own, or                       \
-       * built with -DUSNIC_LIBC_SOCKET_CALLS) */
-static inline ssize_t k_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
-                                 socklen_t *fromlen)
-{
-    return recvfrom(fd, buf, len, flags, from, fromlen);
-}
-
-static inline ssize_t k_recvmsg(int fd, struct msghdr *mh, int flags)
-{
-    return recvmsg(fd, mh, flags);
-}
-
-static inline int k_recvmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags)
-{
-    return recvmmsg(fd, msgs, n, flags, NULL);
-}
-
-static inline ssize_t k_sendmsg(int fd, const struct msghdr *mh, int flags)
-{
-    return sendmsg(fd, mh, flags);
-}
-
-static inline ssize_t k_sendto(int fd, const void *buf, size_t len, int flags,
-                               const struct sockaddr *to, socklen_t tolen)
-{
+#else
     return sendto(fd, buf, len, flags, to, tolen);
-}
 #endif
+}
 
 static inline ssize_t k_send(int fd, const void *buf, size_t len, int flags)
 {
