@@ -89,6 +89,8 @@ static bool peer_alive(mca_btl_base_endpoint_t *ep, uint64_t now)
     uint64_t timeout = (uint64_t) p->peer_timeout * 1000000u, last = ep->last_progress_us;
     uint64_t quiet_after = timeout / 4 < 1000000u ? timeout / 4 : 1000000u;
 
+    enum usnic_peer_state st;
+
     /* while we were away nobody could be heard: count from our return */
     if (ep->module->back_us > last) {
         last = ep->module->back_us;
@@ -97,18 +99,19 @@ static bool peer_alive(mca_btl_base_endpoint_t *ep, uint64_t now)
     if (0 == p->peer_timeout) {
         return true;
     }
-    if (now - last > quiet_after && usnic_live_possible(ep)) {
+    st = usnic_peer_state(now, last, quiet_after, timeout);
+    if (USNIC_PEER_HEARD != st && usnic_live_possible(ep)) {
         uint64_t heard;
         if (!ep->live_watched) {
             ep->live_watched = true;
             usnic_live_watch(ep);
         }
-        heard = usnic_live_heard(ep);
+        heard = usnic_live_heard(ep); /* (may be later than now: usnic_peer_state) */
         if (heard > last) {
-            last = heard;
+            st = usnic_peer_state(now, heard, quiet_after, timeout);
         }
     }
-    return now - last <= timeout;
+    return USNIC_PEER_DEAD != st;
 }
 
 /* The endpoint's timer is due: the peer's liveness, then the core's decision. */

@@ -267,6 +267,35 @@ static inline struct usnic_rel_seg *usnic_rel_tx_at(const struct usnic_rel *rel,
 /* Give seg the next sequence number and a window slot.  The window must be open. */
 usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg);
 
+/*
+ * A peer's liveness (btl_usnic_endpoint.c, peer_alive): `heard` is the
+ * latest time something showed it alive (its ACK, a reply to a liveness
+ * probe, or our own return from an absence, when nobody could be heard).
+ * Silent for more than quiet_after: probe it; for more than timeout: dead.
+ *
+ * `heard` may be later than `now`: `now` is read once at the start of a
+ * progress call, and the liveness thread stamps a reply (and an endpoint
+ * made during the call its creation) with a fresh reading.  Such a peer
+ * was heard a moment ago; taken as silent for 2^64 - x microseconds, it
+ * was declared dead (t_liveness_netns, seen in CI).
+ */
+enum usnic_peer_state {
+    USNIC_PEER_HEARD, /* heard within quiet_after */
+    USNIC_PEER_QUIET, /* not within quiet_after, but within timeout */
+    USNIC_PEER_DEAD   /* not within timeout */
+};
+
+static inline enum usnic_peer_state usnic_peer_state(uint64_t now, uint64_t heard,
+                                                     uint64_t quiet_after, uint64_t timeout)
+{
+    uint64_t silent = (now > heard) ? now - heard : 0;
+
+    if (silent > timeout) {
+        return USNIC_PEER_DEAD;
+    }
+    return (silent > quiet_after) ? USNIC_PEER_QUIET : USNIC_PEER_HEARD;
+}
+
 /* The timestamp to put in a data packet sent at `now` (never 0). */
 static inline uint32_t usnic_rel_ts(uint64_t now)
 {

@@ -40,10 +40,35 @@ fail() {
     echo "FAIL: $1 ($2)"
     MT_FAILS=$((MT_FAILS + 1))
     if [ -n "${3:-}" ] && [ -f "$3" ]; then
-        echo "---- last lines of $3 ----"
-        tail -n 25 "$3" | sed 's/^/    /'
-        echo "----"
+        fail_log_excerpt "$3"
     fi
+}
+
+# fail_log_excerpt LOG: what a CI log needs to tell why a run failed.  A
+# run_mpi log (see there) holds mpirun's own messages (help messages such
+# as "lost contact with a peer" reach mpirun, not the rank's files) before
+# the per-rank sections: those first lines, then the end of every rank's
+# section, so a failure on one rank is not hidden behind another's output.
+# Any other file: its last 25 lines.
+fail_log_excerpt() {
+    local log=$1
+    if ! grep -q '^==== rank ' "$log"; then
+        echo "---- last lines of $log ----"
+        tail -n 25 "$log" | sed 's/^/    /'
+        echo "----"
+        return
+    fi
+    echo "---- $log: mpirun's own output (first 40 lines) ----"
+    sed -n '/^==== rank /q;p' "$log" | head -n 40 | cut -c1-400 | sed 's/^/    /'
+    awk '/^==== rank / { if (name != "") flush(); name = $0; n = 0; next }
+         { buf[n++ % 12] = $0; total = n }
+         function flush(   i, s) {
+             print "---- " name " (last " (total < 12 ? total : 12) " of " total " lines) ----"
+             s = total > 12 ? total - 12 : 0
+             for (i = s; i < total; i++) print "    " substr(buf[i % 12], 1, 400)
+         }
+         END { if (name != "") flush() }' "$log"
+    echo "----"
 }
 
 # finish: exit non-zero if anything failed.

@@ -21,6 +21,8 @@
 #   line and the final stats);
 #   one VF, its link down mid-job: the peer is reported unreachable after
 #   btl_usnic_peer_timeout (2 s), the job fails, no hang;
+#   one VF, its link down for 1 s and up again (peer_timeout 5): the job
+#   completes, nobody is given up;
 #   too few VFs / queue pairs: the resource message naming what to raise.
 #
 # Kernel pass only: it sets the provider itself, so test/run-all.sh's udp
@@ -296,6 +298,34 @@ elif ! grep -q -e "link of device usnic_0 has been down" -e "usnic: peer unreach
     fail "usnic-prov link down, only VF" "no 'peer unreachable'" "$RUN_LOG"
 else
     pass "usnic-prov link down, only VF: error (rc=$rc) with the message, no hang"
+fi
+: > "$CTL"
+
+# the only VF's link down for 1 s and up again, a flap well inside
+# btl_usnic_peer_timeout: the BTL must wait it out (its counting starts at
+# the down event), and the job completes with every byte checked
+: > "$CTL"
+ctl_when pingpong "^dir 0 size  *65537 " "link usnic_0 down"
+(
+    for ((i = 0; i < 1200; i++)); do
+        grep -qs "link usnic_0 down" "$CTL" && break
+        sleep 0.05
+    done
+    sleep 1
+    echo "link usnic_0 up" >> "$CTL"
+) &
+MCA="--mca btl_usnic_peer_timeout 5" USNIC_TD_CONTROL=$CTL TEST_TIMEOUT=40 \
+    td_run 2 "$PP" -v -m 4194304 -i 1
+rc=$?
+wait
+if [ "$rc" -ne 0 ] || ! grep -q "^OK pingpong$" "$RUN_LOG"; then
+    fail "usnic-prov link flap, only VF" "mpirun rc=$rc, no 'OK pingpong'" "$RUN_LOG"
+elif ! link_down_told usnic_0 127.0.0.1 1; then
+    fail "usnic-prov link flap, only VF" "no link-down message (was the link ever down?)" "$RUN_LOG"
+elif grep -q -e "has been down for" -e "usnic: peer unreachable" "$RUN_LOG"; then
+    fail "usnic-prov link flap, only VF" "a peer was given up" "$RUN_LOG"
+else
+    pass "usnic-prov link flap, only VF: 1 s down (peer_timeout 5), job completed, data checked"
 fi
 : > "$CTL"
 

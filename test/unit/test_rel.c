@@ -434,6 +434,34 @@ static void test_rel_rtt_estimator(void)
     usnic_rel_fini(&rel);
 }
 
+/* The liveness verdict (usnic_peer_state): silence measured from the latest
+ * sign of life, which may carry a later clock reading than `now`. */
+static void test_peer_state(void)
+{
+    const uint64_t quiet = 750000, timeout = 3000000, now = 50000000;
+    struct {
+        uint64_t heard;
+        enum usnic_peer_state want;
+        const char *what;
+    } cases[] = {
+        {now, USNIC_PEER_HEARD, "heard at now"},
+        {now + 5, USNIC_PEER_HEARD, "heard 5 us after the progress call's reading"},
+        {now + 2 * timeout, USNIC_PEER_HEARD, "heard far after it"},
+        {now - quiet, USNIC_PEER_HEARD, "silent exactly quiet_after"},
+        {now - quiet - 1, USNIC_PEER_QUIET, "silent just beyond quiet_after"},
+        {now - timeout, USNIC_PEER_QUIET, "silent exactly the timeout"},
+        {now - timeout - 1, USNIC_PEER_DEAD, "silent just beyond the timeout"},
+        {0, USNIC_PEER_DEAD, "never heard, long ago"},
+    };
+
+    check_seed = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        enum usnic_peer_state st = usnic_peer_state(now, cases[i].heard, quiet, timeout);
+        check(st == cases[i].want, "live/peer_state", "%s: state %d, want %d", cases[i].what,
+              (int) st, (int) cases[i].want);
+    }
+}
+
 /* PTO as the core should compute it: max(2 SRTT, SRTT + 4 RTTVAR) + ACK delay, at most the RTO. */
 static uint64_t expected_pto(const struct usnic_rel *rel)
 {
@@ -2398,6 +2426,7 @@ int main(void)
     test_rel_window_direct();
     test_rel_bad_ack();
     test_rel_rtt_estimator();
+    test_peer_state();
     test_rel_tlp_and_rto();
     test_rel_no_storm();
     test_rel_rack();
