@@ -614,7 +614,13 @@ static int module_progress(usnic_module_t *module)
      * fourth call).  Our own silence must not count against the peers:
      * peer_alive() counts their quiet time from now at the earliest. */
     if (OPAL_UNLIKELY(now - module->last_poll_us > USNIC_AWAY_US) && 0 != module->last_poll_us) {
+        opal_list_item_t *item;
         module->back_us = now;
+        /* nor must the ACKs that waited count as round trips */
+        OPAL_LIST_FOREACH(item, &module->endpoints, opal_list_item_t)
+        {
+            usnic_rel_tx_away(&((mca_btl_base_endpoint_t *) item)->rel, now);
+        }
     }
     module->last_poll_us = now;
     module->in_progress = true;

@@ -444,13 +444,15 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
         if (usnic_seq_gt(end, rel->tx.rack.end)) {
             rel->tx.rack.end = end;
         }
-        rtt_sample(rel, rtt);
-    } else if (advanced && 0 != ts_echo) {
-        uint32_t rtt = (uint32_t) now - ts_echo; /* modulo 2^32, like the stamps */
-        if (rtt < 0x80000000u) {
+        if (rel->tx.ping.sent_at >= rel->tx.rtt_from) {
             rtt_sample(rel, rtt);
         }
-    } else if (0 != sack_rtt) {
+    } else if (advanced && 0 != ts_echo) {
+        uint32_t rtt = (uint32_t) now - ts_echo; /* modulo 2^32, like the stamps */
+        if (rtt < 0x80000000u && now - rtt >= rel->tx.rtt_from) {
+            rtt_sample(rel, rtt);
+        }
+    } else if (0 != sack_rtt && sack_newest >= rel->tx.rtt_from) {
         /* no new edge, but the peer reported segments it got (it does so at
          * once): a measurement, and proof that it answers */
         rtt_sample(rel, sack_rtt);

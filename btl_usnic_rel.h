@@ -190,6 +190,7 @@ struct usnic_rel {
         uint64_t rto;     /* current timeout, before backoff */
         uint64_t pto;     /* probe timeout (from the last measurement) */
         uint32_t backoff; /* timeouts since the last valid round trip: RTO << backoff */
+        uint64_t rtt_from; /* sends before this are not measured (usnic_rel_tx_away) */
 
         /* the connection's timer */
         uint64_t rto_deadline; /* probe or retransmission timeout; 0 = not armed */
@@ -301,6 +302,17 @@ static inline uint32_t usnic_rel_ts(uint64_t now)
 {
     uint32_t ts = (uint32_t) now;
     return ts ? ts : 1u;
+}
+
+/* We come back at `back` from an absence (no progress calls: computing
+ * outside MPI, or descheduled).  The answers to what we sent before it may
+ * have waited unread in our sockets all that time: they measure our
+ * absence, not the round trip (a first sample of 12 s made the RTO and
+ * probe timeout the ceiling for the next dozens of round trips).  Sends
+ * before `back` are measured no more; their ACKs still release them. */
+static inline void usnic_rel_tx_away(struct usnic_rel *rel, uint64_t back)
+{
+    rel->tx.rtt_from = back;
 }
 
 /* The segment was just handed to the wire (first send or resend) at `now`. */

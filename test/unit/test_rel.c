@@ -434,6 +434,44 @@ static void test_rel_rtt_estimator(void)
     usnic_rel_fini(&rel);
 }
 
+/* Back from an absence (usnic_rel_tx_away): the ACKs of what went before
+ * it waited unread and measure the absence, not a round trip; they still
+ * release.  What is sent afterwards is measured again. */
+static void test_rel_rtt_after_away(void)
+{
+    struct usnic_rel rel;
+    struct rec r;
+    struct usnic_rel_seg segs[8] = {{0}};
+    int rel1, rel2;
+    bool ok;
+
+    check_seed = 0;
+    rel_setup(&rel, &r, 8, 1, 0, 3);
+    push_sent_at(&rel, &segs[0], 1, 1000);
+    ack_echo(&rel, segs[0].seq, 0, 1000, 1100); /* 100 us */
+    push_sent_at(&rel, &segs[1], 1, 2000);
+    usnic_rel_tx_away(&rel, 12002000); /* 12 s outside MPI */
+    rel1 = ack_echo(&rel, segs[1].seq, 0, 2000, 12002050);
+    ok = 1 == rel1 && 1 == rel.stats.rtt_samples && 100 == rel.tx.srtt && 100 == rel.tx.min_rtt;
+    check(ok, "rtt/echo_of_a_send_before_absence_not_measured",
+          "released %d, samples %" PRIu64 ", srtt %" PRIu64 ", min_rtt %" PRIu64, rel1,
+          rel.stats.rtt_samples, rel.tx.srtt, rel.tx.min_rtt);
+
+    /* a SACK (no echo) of a segment sent before the absence */
+    push_sent_at(&rel, &segs[2], 3, 12002100);
+    push_sent_at(&rel, &segs[5], 1, 12002200);
+    ack_echo(&rel, segs[4].seq, 0, 12002100, 12002180); /* after the return: measured */
+    ok = 2 == rel.stats.rtt_samples && 80 == rel.tx.min_rtt;
+    push_sent_at(&rel, &segs[6], 2, 12002300);
+    usnic_rel_tx_away(&rel, 40000000);
+    rel2 = usnic_rel_tx_ack(&rel, segs[5].seq, true, 1, 0, 40000010); /* reports segs[7] */
+    check(ok && 2 == rel2 && 2 == rel.stats.rtt_samples && rel.tx.srtt < 200,
+          "rtt/sack_of_a_send_before_absence_not_measured",
+          "released %d, samples %" PRIu64 ", srtt %" PRIu64, rel2, rel.stats.rtt_samples,
+          rel.tx.srtt);
+    usnic_rel_fini(&rel);
+}
+
 /* The liveness verdict (usnic_peer_state): silence measured from the latest
  * sign of life, which may carry a later clock reading than `now`. */
 static void test_peer_state(void)
@@ -2426,6 +2464,7 @@ int main(void)
     test_rel_window_direct();
     test_rel_bad_ack();
     test_rel_rtt_estimator();
+    test_rel_rtt_after_away();
     test_peer_state();
     test_rel_tlp_and_rto();
     test_rel_no_storm();
