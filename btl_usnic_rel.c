@@ -359,7 +359,7 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
                           const void *sack, unsigned nwords, bool more, uint32_t ts_echo,
                           uint64_t now)
 {
-    uint64_t sack_rtt = 0, sack_newest = 0;
+    uint64_t sack_rtt = 0, sack_newest = 0, resent_at = 0;
     int released = 0;
     bool advanced, answer;
 
@@ -403,6 +403,9 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
         if (NULL != *slot) {
             struct usnic_rel_seg *seg = *slot;
             note_delivered(rel, seg, now);
+            if (seg->sends > 1 && seg->xmit_ts > resent_at) {
+                resent_at = seg->xmit_ts;
+            }
             *slot = NULL;
             release(rel, seg);
             released++;
@@ -448,8 +451,13 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
             rtt_sample(rel, rtt);
         }
     } else if (advanced && 0 != ts_echo) {
+        /* Not when a segment it releases was sent again after the echoed
+         * packet: the peer answers an older copy, late.  It held our data
+         * unread (computing outside MPI) while we resent it; the echo
+         * measures that, not the path (12 s of absence became a 12 s round
+         * trip).  A lost segment's resend that arrived is echoed itself. */
         uint32_t rtt = (uint32_t) now - ts_echo; /* modulo 2^32, like the stamps */
-        if (rtt < 0x80000000u && now - rtt >= rel->tx.rtt_from) {
+        if (rtt < 0x80000000u && now - rtt >= rel->tx.rtt_from && now - rtt >= resent_at) {
             rtt_sample(rel, rtt);
         }
     } else if (0 != sack_rtt && sack_newest >= rel->tx.rtt_from) {

@@ -470,6 +470,27 @@ static void test_rel_rtt_after_away(void)
           "released %d, samples %" PRIu64 ", srtt %" PRIu64, rel2, rel.stats.rtt_samples,
           rel.tx.srtt);
     usnic_rel_fini(&rel);
+
+    /* the peer was away: we resent every 100 ms for 12 s, and its ACK
+     * echoes the first copy */
+    rel_setup(&rel, &r, 8, 1, 0, 3);
+    push_sent_at(&rel, &segs[0], 1, 1000);
+    ack_echo(&rel, segs[0].seq, 0, 1000, 1100);
+    push_sent_at(&rel, &segs[1], 1, 2000);
+    for (uint64_t t = 102000; t < 12002000; t += 100000) {
+        usnic_rel_tx_sent(&rel, &segs[1], t);
+    }
+    rel1 = ack_echo(&rel, segs[1].seq, 0, 2000, 12002050);
+    ok = 1 == rel1 && 1 == rel.stats.rtt_samples && 100 == rel.tx.srtt;
+    /* a resend that got through is echoed itself: measured */
+    push_sent_at(&rel, &segs[2], 1, 12003000);
+    usnic_rel_tx_sent(&rel, &segs[2], 12003300);
+    ack_echo(&rel, segs[2].seq, 0, 12003300, 12003390);
+    check(ok && 2 == rel.stats.rtt_samples && 90 == rel.tx.min_rtt,
+          "rtt/late_answer_to_an_older_copy_not_measured",
+          "released %d, samples %" PRIu64 ", srtt %" PRIu64 ", min_rtt %" PRIu64, rel1,
+          rel.stats.rtt_samples, rel.tx.srtt, rel.tx.min_rtt);
+    usnic_rel_fini(&rel);
 }
 
 /* The liveness verdict (usnic_peer_state): silence measured from the latest
