@@ -187,9 +187,9 @@ struct usnic_rel {
 
         /* round trips (RFC 6298); 0 until the first sample */
         uint64_t srtt, rttvar, min_rtt;
-        uint64_t rto;     /* current timeout, before backoff */
-        uint64_t pto;     /* probe timeout (from the last measurement) */
-        uint32_t backoff; /* timeouts since the last valid round trip: RTO << backoff */
+        uint64_t rto;      /* current timeout, before backoff */
+        uint64_t pto;      /* probe timeout (from the last measurement) */
+        uint32_t backoff;  /* timeouts since the last valid round trip: RTO << backoff */
         uint64_t rtt_from; /* sends before this are not measured (usnic_rel_tx_away) */
 
         /* the connection's timer */
