@@ -451,13 +451,16 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
             rtt_sample(rel, rtt);
         }
     } else if (advanced && 0 != ts_echo) {
-        /* Not when a segment it releases was sent again after the echoed
-         * packet: the peer answers an older copy, late.  It held our data
-         * unread (computing outside MPI) while we resent it; the echo
+        /* Not when we pinged, or sent again a segment it releases, after
+         * the echoed packet: the peer answers it late.  It held our data
+         * unread (computing outside MPI) while our timer fired; the echo
          * measures that, not the path (12 s of absence became a 12 s round
-         * trip).  A lost segment's resend that arrived is echoed itself. */
+         * trip).  A lost segment's resend that arrived is echoed itself,
+         * and a ping's answer is measured above. */
         uint32_t rtt = (uint32_t) now - ts_echo; /* modulo 2^32, like the stamps */
-        if (rtt < 0x80000000u && now - rtt >= rel->tx.rtt_from && now - rtt >= resent_at) {
+        uint64_t sent = now - rtt;
+        if (rtt < 0x80000000u && sent >= rel->tx.rtt_from && sent >= resent_at &&
+            sent >= rel->tx.ping.sent_at) {
             rtt_sample(rel, rtt);
         }
     } else if (0 != sack_rtt && sack_newest >= rel->tx.rtt_from) {

@@ -22,6 +22,7 @@ static void collect(usnic_module_t *module)
     s->frags_waited = 0;
     s->rx_copies = 0;
     s->ack_copies = 0;
+    s->srtt_max_us = 0;
     for (item = opal_list_get_first(&module->endpoints);
          item != opal_list_get_end(&module->endpoints); item = opal_list_get_next(item)) {
         const mca_btl_base_endpoint_t *ep = (const mca_btl_base_endpoint_t *) item;
@@ -32,6 +33,9 @@ static void collect(usnic_module_t *module)
         s->frags_waited += ep->reasm.waited;
         s->rx_copies += ep->rel.stats.rx_copies;
         s->ack_copies += ep->rel.stats.ack_copies;
+        if (ep->rel.tx.srtt > s->srtt_max_us) {
+            s->srtt_max_us = ep->rel.tx.srtt;
+        }
     }
     usnic_live_counts(module->index, &s->live_probes, &s->live_replies, &s->live_answered,
                       &s->live_drops);

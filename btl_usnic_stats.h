@@ -70,7 +70,8 @@
     X(macs_rx_lanes, "header MACs of received GRO batches and direct receives checked against "    \
                      "tags computed 8 at a time (btl_usnic_mac_lanes)")                            \
     X(tx_held, "messages whose train was left open for the next ones (btl_usnic_tx_coalesce)")     \
-    X(tx_late, "held trains sent by the liveness thread: nothing joined them within 500 us")
+    X(tx_late, "held trains sent by the liveness thread: nothing joined them within 500 us")       \
+    X(srtt_max_us, "the largest smoothed round trip (us) of this module's peers when printed")
 
 typedef struct usnic_module_stats {
 #define USNIC_STATS_DECL(name, desc) uint64_t name;

@@ -3,7 +3,10 @@
 # (test/lib/netns.sh; one rank on h1, one on h2), btl_usnic_peer_timeout 3:
 #   1. rank 1 (h2) computes outside MPI for 12 s (4 x the timeout) while
 #      rank 0's 8 MiB message waits for it: the job completes with every
-#      byte intact; rank 0's probes crossed the veths and were answered.
+#      byte intact; rank 0's probes crossed the veths and were answered;
+#      neither rank takes the 12 s for a round trip (srtt_max_us < 1 s;
+#      a rank that checks 8 MiB before answering may add milliseconds; rank
+#      1 may measure nothing at all: 0).
 #   2. the same, but once rank 1 is away, all UDP into h2 is dropped (an
 #      nft rule in h2: its usnic path is cut, ORTE's TCP still works): rank
 #      0 reports h2 unreachable within peer_timeout + 2 s of the cut (plus
@@ -39,6 +42,18 @@ if [ $rc -eq 0 ] && grep -q 'STALL: busy peer ok' "$RUN_LOG" && ! grep -q 'lost 
     pass "liveness netns: rank on h2 12 s outside MPI (peer_timeout $timeout_s) lives: data intact, $replies probe replies"
 else
     fail "liveness netns: busy rank" "rc=$rc replies=$replies answered=$answered" "$RUN_LOG"
+fi
+# The 12 s are no round trip: rank 1's last send before it left was
+# acknowledged at once, but it read the ACK 12 s later; rank 0's data
+# waited 12 s for rank 1 while rank 0's timer pinged it.  Neither may measure that
+# (both ranks once ended with a smoothed round trip of seconds).
+srtt0=$(rank_stat "$RUN_LOG" 0 srtt_max_us)
+srtt1=$(rank_stat "$RUN_LOG" 1 srtt_max_us)
+if [ $rc -eq 0 ] && [ "$srtt0" -lt 1000000 ] && [ "$srtt1" -lt 1000000 ]; then
+    pass "liveness netns: round trips after 12 s away: srtt ${srtt0} us (rank 0), ${srtt1} us (rank 1)"
+else
+    fail "liveness netns: round trips after 12 s away" \
+        "srtt_max_us rank 0 $srtt0, rank 1 $srtt1 (want < 1 s; 0: nothing measured)" "$RUN_LOG"
 fi
 nsbed_check_placement "liveness netns: one rank per host" 2 1
 
