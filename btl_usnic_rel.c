@@ -359,7 +359,7 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
                           const void *sack, unsigned nwords, bool more, uint32_t ts_echo,
                           uint64_t now)
 {
-    uint64_t sack_rtt = 0, sack_newest = 0, resent_at = 0;
+    uint64_t sack_rtt = 0, sack_newest = 0;
     int released = 0;
     bool advanced, answer;
 
@@ -403,9 +403,6 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
         if (NULL != *slot) {
             struct usnic_rel_seg *seg = *slot;
             note_delivered(rel, seg, now);
-            if (seg->sends > 1 && seg->xmit_ts > resent_at) {
-                resent_at = seg->xmit_ts;
-            }
             *slot = NULL;
             release(rel, seg);
             released++;
@@ -451,19 +448,12 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
             rtt_sample(rel, rtt);
         }
     } else if (advanced && 0 != ts_echo) {
-        /* Not when we pinged, or sent again a segment it releases, after
-         * the echoed packet: the peer answers it late.  It held our data
-         * unread (computing outside MPI) while our timer fired; the echo
-         * measures that, not the path (12 s of absence became a 12 s round
-         * trip).  A lost segment's resend that arrived is echoed itself,
-         * and a ping's answer is measured above. */
         uint32_t rtt = (uint32_t) now - ts_echo; /* modulo 2^32, like the stamps */
         uint64_t sent = now - rtt;
-        if (rtt < 0x80000000u && sent >= rel->tx.rtt_from && sent >= resent_at &&
-            sent >= rel->tx.ping.sent_at) {
+        if (rtt < 0x80000000u && sent >= rel->tx.rtt_from && sent >= rel->tx.rto_at) {
             rtt_sample(rel, rtt);
         }
-    } else if (0 != sack_rtt && sack_newest >= rel->tx.rtt_from) {
+    } else if (0 != sack_rtt && sack_newest >= rel->tx.rtt_from && sack_newest >= rel->tx.rto_at) {
         /* no new edge, but the peer reported segments it got (it does so at
          * once): a measurement, and proof that it answers */
         rtt_sample(rel, sack_rtt);
@@ -538,6 +528,7 @@ void usnic_rel_tx_timer(struct usnic_rel *rel, uint64_t now)
             seg = usnic_rel_tx_oldest(rel);
             rel->stats.retrans_timeout++;
             rel->tx.backoff++;
+            rel->tx.rto_at = now;
         }
         if (NULL != seg) {
             send_ping(rel, seg, now);
