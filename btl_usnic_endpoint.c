@@ -88,7 +88,6 @@ static bool peer_alive(mca_btl_base_endpoint_t *ep, uint64_t now)
     const usnic_params_t *p = &mca_btl_usnic_component.params;
     uint64_t timeout = (uint64_t) p->peer_timeout * 1000000u, last = ep->last_progress_us;
     uint64_t quiet_after = timeout / 4 < 1000000u ? timeout / 4 : 1000000u;
-
     enum usnic_peer_state st;
 
     /* while we were away nobody could be heard: count from our return */
