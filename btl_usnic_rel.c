@@ -444,16 +444,16 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
         if (usnic_seq_gt(end, rel->tx.rack.end)) {
             rel->tx.rack.end = end;
         }
-        if (rel->tx.ping.sent_at >= rel->tx.rtt_from) {
+        if (rel->tx.ping.sent_at >= rel->tx.measure_from) {
             rtt_sample(rel, rtt);
         }
     } else if (advanced && 0 != ts_echo) {
         uint32_t rtt = (uint32_t) now - ts_echo; /* modulo 2^32, like the stamps */
         uint64_t sent = now - rtt;
-        if (rtt < 0x80000000u && sent >= rel->tx.rtt_from && sent >= rel->tx.rto_at) {
+        if (rtt < 0x80000000u && sent >= rel->tx.measure_from) {
             rtt_sample(rel, rtt);
         }
-    } else if (0 != sack_rtt && sack_newest >= rel->tx.rtt_from && sack_newest >= rel->tx.rto_at) {
+    } else if (0 != sack_rtt && sack_newest >= rel->tx.measure_from) {
         /* no new edge, but the peer reported segments it got (it does so at
          * once): a measurement, and proof that it answers */
         rtt_sample(rel, sack_rtt);
@@ -528,7 +528,7 @@ void usnic_rel_tx_timer(struct usnic_rel *rel, uint64_t now)
             seg = usnic_rel_tx_oldest(rel);
             rel->stats.retrans_timeout++;
             rel->tx.backoff++;
-            rel->tx.rto_at = now;
+            rel->tx.measure_from = now; /* (the ping below is measured) */
         }
         if (NULL != seg) {
             send_ping(rel, seg, now);

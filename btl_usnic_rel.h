@@ -187,12 +187,13 @@ struct usnic_rel {
 
         /* round trips (RFC 6298); 0 until the first sample */
         uint64_t srtt, rttvar, min_rtt;
-        uint64_t rto;      /* current timeout, before backoff */
-        uint64_t pto;      /* probe timeout (from the last measurement) */
-        uint32_t backoff;  /* timeouts since the last valid round trip: RTO << backoff */
-        uint64_t rtt_from; /* sends before this are not measured (usnic_rel_tx_away) */
-        /* The last retransmission timeout: sends before it are not measured
-         * either.  The peer left them unacknowledged for a whole RTO, and
+        uint64_t rto;     /* current timeout, before backoff */
+        uint64_t pto;     /* probe timeout (from the last measurement) */
+        uint32_t backoff; /* timeouts since the last valid round trip: RTO << backoff */
+        /* Sends before this are not measured: their answers may measure
+         * an absence instead of the path.  Set on our return from one
+         * (usnic_rel_tx_away), and at every retransmission timeout: the
+         * peer left what went before it unanswered for a whole RTO, and
          * its answer may come from a process that was away (computing
          * outside MPI): 12 s of absence became a 12 s round trip.  The
          * ping the timeout sent is measured by its answer.  (Skipping
@@ -200,7 +201,7 @@ struct usnic_rel {
          * samples at 1% loss: 512 KiB ping-pongs 14% and 1 MiB 6% slower
          * in three alternating runs each; after a timeout only, no
          * difference beyond the runs' spread.) */
-        uint64_t rto_at;
+        uint64_t measure_from;
 
         /* the connection's timer */
         uint64_t rto_deadline; /* probe or retransmission timeout; 0 = not armed */
@@ -322,7 +323,9 @@ static inline uint32_t usnic_rel_ts(uint64_t now)
  * before `back` are measured no more; their ACKs still release them. */
 static inline void usnic_rel_tx_away(struct usnic_rel *rel, uint64_t back)
 {
-    rel->tx.rtt_from = back;
+    if (back > rel->tx.measure_from) {
+        rel->tx.measure_from = back;
+    }
 }
 
 /* The segment was just handed to the wire (first send or resend) at `now`. */

@@ -481,13 +481,13 @@ static void test_rel_rtt_after_away(void)
     for (int i = 0; i < 1000 && 0 != rel.tx.deadline && rel.tx.deadline < 12000000; i++) {
         usnic_rel_tx_timer(&rel, rel.tx.deadline);
     }
-    ok = 1 == segs[1].sends && rel.tx.rto_at > 2000 && rel.stats.retrans_timeout > 0;
+    ok = 1 == segs[1].sends && rel.tx.measure_from > 2000 && rel.stats.retrans_timeout > 0;
     rel1 = ack_echo(&rel, segs[1].seq, 0, 2000, 12002050);
     check(ok && 1 == rel1 && 1 == rel.stats.rtt_samples && 100 == rel.tx.srtt,
           "rtt/late_answer_after_timeouts_not_measured",
           "sends %u, timeout at %" PRIu64 ", timeouts %" PRIu64 ", released %d, samples %" PRIu64
           ", srtt %" PRIu64,
-          (unsigned) segs[1].sends, rel.tx.rto_at, rel.stats.retrans_timeout, rel1,
+          (unsigned) segs[1].sends, rel.tx.measure_from, rel.stats.retrans_timeout, rel1,
           rel.stats.rtt_samples, rel.tx.srtt);
     usnic_rel_fini(&rel);
 }
