@@ -1098,7 +1098,7 @@ int usnic_kern_flush_held(usnic_module_t *module, uint64_t now, uint64_t after_u
     if (NULL == rx || HELD_OPEN != atomic_load(&rx->held)) {
         return 0;
     }
-    if (now < rx->held_since + after_us) {
+    if (usnic_elapsed_us(now, rx->held_since) < after_us) {
         return 1; /* (now, read before the train was held, may be the earlier) */
     }
     if (!atomic_compare_exchange_strong_explicit(&rx->held, &st, HELD_SENDING, memory_order_acquire,

@@ -268,8 +268,9 @@ void usnic_ofi_events_poll(usnic_module_t *module)
     }
     /* (down_since may be later than now, a reading from before the event
      * came: such a link went down a moment ago, not 2^64 - x us ago) */
-    if (module->link_down && now > st->down_since &&
-        now - st->down_since > (uint64_t) mca_btl_usnic_component.params.peer_timeout * 1000000u) {
+    if (module->link_down &&
+        usnic_elapsed_us(now, st->down_since) >
+            (uint64_t) mca_btl_usnic_component.params.peer_timeout * 1000000u) {
         give_up(module);
     }
 }

@@ -279,6 +279,14 @@ static inline struct usnic_rel_seg *usnic_rel_tx_at(const struct usnic_rel *rel,
 /* Give seg the next sequence number and a window slot.  The window must be open. */
 usnic_seq_t usnic_rel_tx_push(struct usnic_rel *rel, struct usnic_rel_seg *seg);
 
+/* Microseconds from `since` to `now`; 0 when `since` is the later reading
+ * (one taken after `now` by another thread, or by code that reads the
+ * clock afresh within a progress call that read it at its start). */
+static inline uint64_t usnic_elapsed_us(uint64_t now, uint64_t since)
+{
+    return (now > since) ? now - since : 0;
+}
+
 /*
  * A peer's liveness (btl_usnic_endpoint.c, peer_alive): `heard` is the
  * latest time something showed it alive (its ACK, a reply to a liveness
@@ -300,7 +308,7 @@ enum usnic_peer_state {
 static inline enum usnic_peer_state usnic_peer_state(uint64_t now, uint64_t heard,
                                                      uint64_t quiet_after, uint64_t timeout)
 {
-    uint64_t silent = (now > heard) ? now - heard : 0;
+    uint64_t silent = usnic_elapsed_us(now, heard);
 
     if (silent > timeout) {
         return USNIC_PEER_DEAD;
