@@ -45,11 +45,12 @@ fail() {
 }
 
 # fail_log_excerpt LOG: what a CI log needs to tell why a run failed.  A
-# run_mpi log (see there) holds mpirun's own messages (help messages such
-# as "lost contact with a peer" reach mpirun, not the rank's files) before
-# the per-rank sections: those first lines, then the end of every rank's
-# section, so a failure on one rank is not hidden behind another's output.
-# Any other file: its last 25 lines.
+# run_mpi log (see there) holds mpirun's own messages (start-up help
+# messages, an abort, a process that exited abnormally) before the
+# per-rank sections: those first lines, then the end of every rank's
+# section, so a failure on one rank (usnic's messages during a job, such
+# as "lost contact with a peer", are in its own stderr) is not hidden
+# behind another's output.  Any other file: its last 25 lines.
 fail_log_excerpt() {
     local log=$1
     if ! grep -q '^==== rank ' "$log"; then
