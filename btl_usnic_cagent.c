@@ -183,42 +183,19 @@ static void add_waiter(struct cc_entry *x, uint64_t waiter)
     x->w[x->nw++].waiter = waiter;
 }
 
-void cc_engine_add(struct cc_engine *e, const struct usnic_cc_req *req, uint64_t waiter,
-                   uint64_t now_us)
+/* (Re)start entry x as a new check of req: its sizes, a fresh nonce, the
+ * first round at once.  Its waiters (none after a verdict) stay. */
+static void entry_start(struct cc_engine *e, struct cc_entry *x, const struct usnic_cc_req *req,
+                        uint64_t now_us)
 {
-    struct cc_entry *x = NULL;
     uint32_t full = req->full;
 
-    for (int i = 0; i < e->nent; i++) {
-        struct cc_entry *y = &e->ent[i];
-        if (y->req.local_ip == req->local_ip && y->req.remote_ip == req->remote_ip &&
-            y->req.full == full) {
-            x = y;
-            break;
-        }
-    }
-    if (NULL != x) {
-        if (x->done) {
-            e->done(e->ctx, waiter, &x->req, &x->res);
-        } else {
-            add_waiter(x, waiter);
-        }
-        return;
-    }
-    if (e->nent == e->cap_ent) {
-        int cap = e->cap_ent ? 2 * e->cap_ent : 16;
-        struct cc_entry *n = realloc(e->ent, (size_t) cap * sizeof(*n));
-        if (NULL == n) {
-            struct usnic_cc_result res = {.status = USNIC_CC_UNCHECKED};
-            e->done(e->ctx, waiter, req, &res);
-            return;
-        }
-        e->ent = n;
-        e->cap_ent = cap;
-    }
-    x = &e->ent[e->nent++];
-    memset(x, 0, sizeof(*x));
     x->req = *req;
+    x->nsizes = 0;
+    x->answered = 0;
+    x->rounds = 0;
+    x->done = false;
+    memset(&x->res, 0, sizeof(x->res));
     if (full > USNIC_CC_MAX_DGRAM) {
         full = USNIC_CC_MAX_DGRAM;
     }
@@ -239,6 +216,48 @@ void cc_engine_add(struct cc_engine *e, const struct usnic_cc_req *req, uint64_t
     }
     x->next_us = now_us; /* the first round goes out at once */
     x->sock = engine_sock(e, req->local_ip);
+}
+
+void cc_engine_add(struct cc_engine *e, const struct usnic_cc_req *req, uint64_t waiter,
+                   uint64_t now_us)
+{
+    struct cc_entry *x = NULL;
+
+    for (int i = 0; i < e->nent; i++) {
+        struct cc_entry *y = &e->ent[i];
+        if (y->req.local_ip == req->local_ip && y->req.remote_ip == req->remote_ip &&
+            y->req.full == req->full) {
+            x = y;
+            break;
+        }
+    }
+    if (NULL != x && x->done && 0 != req->epoch) {
+        /* a check again while the job runs: the verdict given may be old */
+        elog(e, 20, "checking a path again (re-check %u)", (unsigned) req->epoch);
+        entry_start(e, x, req, now_us);
+    } else if (NULL != x) {
+        if (x->done) {
+            e->done(e->ctx, waiter, &x->req, &x->res);
+        } else {
+            add_waiter(x, waiter);
+        }
+        return;
+    } else {
+        if (e->nent == e->cap_ent) {
+            int cap = e->cap_ent ? 2 * e->cap_ent : 16;
+            struct cc_entry *n = realloc(e->ent, (size_t) cap * sizeof(*n));
+            if (NULL == n) {
+                struct usnic_cc_result res = {.status = USNIC_CC_UNCHECKED};
+                e->done(e->ctx, waiter, req, &res);
+                return;
+            }
+            e->ent = n;
+            e->cap_ent = cap;
+        }
+        x = &e->ent[e->nent++];
+        memset(x, 0, sizeof(*x));
+        entry_start(e, x, req, now_us);
+    }
     add_waiter(x, waiter);
     if (x->sock < 0) {
         finish(e, x, USNIC_CC_UNCHECKED, 0);

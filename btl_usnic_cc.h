@@ -48,7 +48,7 @@
 #include <stdint.h>
 
 #define USNIC_CC_MAGIC 0x47504355u /* "UCPG" on little-endian hosts */
-#define USNIC_CC_VERSION 1         /* ping format and agent protocol */
+#define USNIC_CC_VERSION 2         /* ping format and agent protocol (2: epoch) */
 #define USNIC_CC_PING 1
 #define USNIC_CC_PONG 2
 #define USNIC_CC_SMALL 64         /* the small ping */
@@ -72,7 +72,11 @@ struct usnic_cc_req {
     uint32_t local_ip;    /* our interface */
     uint32_t remote_ip;   /* the peer's interface */
     uint16_t remote_port; /* its liveness responder */
-    uint16_t zero;
+    /* 0: the check before the first traffic, whose verdict is kept and
+     * shared; n > 0: a check again while the job runs (usnic_path_stuck),
+     * which never takes a verdict already given (the path may have changed
+     * since) but joins one still under way */
+    uint16_t epoch;
     uint32_t full;       /* the pair's datagram size (UDP payload) */
     uint64_t remote_key; /* the peer module's modex key (to_key of the pings) */
 };

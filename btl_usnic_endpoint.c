@@ -129,6 +129,10 @@ static void endpoint_timer(mca_btl_base_endpoint_t *ep, uint64_t now)
     usnic_rel_tx_timer(&ep->rel, now);
     if (ep->rel.stats.retrans_timeout != timeouts || ep->rel.stats.tlp_probes != probes) {
         struct usnic_rel_seg *r = usnic_rel_tx_oldest(&ep->rel);
+        if (ep->rel.stats.retrans_timeout != timeouts && NULL != r) {
+            const usnic_seg_t *seg = usnic_seg_of(r);
+            usnic_path_stuck(ep, r->seq, seg->hdr_len + seg->zc_len, now);
+        }
         USNIC_VERBOSE(30,
                       "%s: %s to module 0x%x: oldest seq %u, %u in flight, srtt %llu us, "
                       "next timeout %llu us",

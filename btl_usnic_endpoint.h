@@ -64,6 +64,12 @@ struct mca_btl_base_endpoint_t {
     bool live_watched;         /* its peer is being probed */
     uint64_t detour_until;     /* usnic_now_us() until which the peer's datagrams come (and ours
                                   go) through another module: its link or ours is down */
+    /* the path while the job runs (usnic_path_stuck): */
+    uint32_t stuck_seq;      /* the oldest segment at the last retransmission timeout */
+    uint64_t stuck_since;    /* that segment's first timeout (0: none yet) */
+    uint32_t recheck_handle; /* a check of the path again, under way (0: none) */
+    uint16_t recheck_epoch;  /* its number (btl_usnic_cc.h: epoch) */
+    uint64_t recheck_after;  /* no new one before this time */
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(mca_btl_base_endpoint_t);

@@ -113,6 +113,10 @@ void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
     ep->path_size = 0;
     ep->path_handle = 0;
     ep->path_state = USNIC_PATH_READY;
+    ep->stuck_since = 0;
+    ep->recheck_handle = 0;
+    ep->recheck_epoch = 0;
+    ep->recheck_after = 0;
     if (!path_on || 0 == ep->remote.live_port) {
         return;
     }
@@ -134,8 +138,10 @@ static const char *peer_host(const mca_btl_base_endpoint_t *ep)
                                                                  : "unknown";
 }
 
-/* Report a path that cannot be used and tell the PML. */
-static void path_fail(mca_btl_base_endpoint_t *ep, const char *topic, uint32_t size)
+/* Report a path that cannot be used and tell the PML: datagrams of
+ * `expected` bytes vanish, `size` is the largest that passed. */
+static void path_fail(mca_btl_base_endpoint_t *ep, const char *topic, uint32_t expected,
+                      uint32_t size)
 {
     usnic_module_t *module = ep->module;
     char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN], rif[USNIC_IFNAME_BUF];
@@ -155,7 +161,7 @@ static void path_fail(mca_btl_base_endpoint_t *ep, const char *topic, uint32_t s
                                 p->connectivity_ack_timeout);
     } else {
         usnic_show_help_running(topic, opal_process_info.nodename, module->ifname, lip,
-                                peer_host(ep), rif, rip, ep->path_full, size);
+                                peer_host(ep), rif, rip, expected, size);
     }
     if (NULL != module->error_cb) {
         module->error_cb(&module->super, MCA_BTL_ERROR_FLAGS_FATAL, ep->proc,
@@ -197,11 +203,11 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
     case USNIC_CC_REDUCED:
         if (res->size < USNIC_CC_MIN_USEFUL || res->size >= ep->path_full ||
             res->size <= (uint32_t) USNIC_HDR_LEN_PUT) {
-            path_fail(ep, "path mtu black hole", res->size);
+            path_fail(ep, "path mtu black hole", ep->path_full, res->size);
             return;
         }
         if (0 == p->connectivity_mtu_fallback) {
-            path_fail(ep, "path mtu black hole", res->size);
+            path_fail(ep, "path mtu black hole", ep->path_full, res->size);
             return;
         }
         ep->path_size = res->size;
@@ -231,7 +237,7 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
         }
         return;
     case USNIC_CC_NOPATH:
-        path_fail(ep, "no path", 0);
+        path_fail(ep, "no path", 0, 0);
         return;
     default:
         USNIC_VERBOSE(5, "path %s (%s) -> %s %s (%s): not checked; using %u-byte datagrams",
@@ -262,6 +268,77 @@ void usnic_path_settle(mca_btl_base_endpoint_t *ep)
     usnic_path_map_write();
 }
 
+/* The datagram size the endpoint uses now (its FRAG payload and header). */
+static uint32_t path_in_use(const mca_btl_base_endpoint_t *ep)
+{
+    return ep->frag_max + (uint32_t) USNIC_HDR_LEN_FRAG;
+}
+
+void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes, uint64_t now)
+{
+    struct usnic_cc_req req;
+    char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
+
+    if (0 == ep->stuck_since || seq != ep->stuck_seq) {
+        ep->stuck_seq = seq; /* a new oldest segment: its first timeout */
+        ep->stuck_since = now;
+        return;
+    }
+    /* (a small datagram lost again and again is no matter of size) */
+    if (usnic_elapsed_us(now, ep->stuck_since) < USNIC_PATH_STUCK_US || !path_on ||
+        0 == ep->remote.live_port || 0 != ep->recheck_handle || now < ep->recheck_after ||
+        USNIC_PATH_PENDING == ep->path_state || ep->dead || bytes <= USNIC_CC_MIN_USEFUL) {
+        return;
+    }
+    memset(&req, 0, sizeof(req));
+    req.local_ip = ep->module->if_addr.sin_addr.s_addr;
+    req.remote_ip = ep->remote.ipv4;
+    req.remote_port = ep->remote.live_port;
+    req.full = path_in_use(ep);
+    req.remote_key = ep->remote.key;
+    req.epoch = ++ep->recheck_epoch;
+    if (0 == req.epoch) {
+        req.epoch = ep->recheck_epoch = 1;
+    }
+    ep->recheck_handle = usnic_cc_request(&req);
+    if (0 == ep->recheck_handle) {
+        ep->recheck_after = now + USNIC_PATH_RECHECK_GAP_US;
+        return;
+    }
+    inet_ntop(AF_INET, &ep->module->if_addr.sin_addr, lip, sizeof(lip));
+    inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
+    USNIC_VERBOSE(5,
+                  "path %s (%s) -> %s (%s): segment %u (a %u-byte datagram) unacknowledged "
+                  "through retransmission timeouts for %llu ms: checking the path again for "
+                  "%u-byte datagrams",
+                  ep->module->ifname, lip, peer_host(ep), rip, (unsigned) seq, (unsigned) bytes,
+                  (unsigned long long) (usnic_elapsed_us(now, ep->stuck_since) / 1000),
+                  (unsigned) req.full);
+}
+
+/* The verdict of a check again while the job runs. */
+static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result *res)
+{
+    usnic_module_t *module = ep->module;
+    uint32_t in_use = path_in_use(ep);
+    char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
+
+    ep->recheck_handle = 0;
+    ep->recheck_after = usnic_now_us() + USNIC_PATH_RECHECK_GAP_US;
+    ep->stuck_since = 0;
+    inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
+    inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
+    if (USNIC_CC_REDUCED == res->status && res->size < in_use) {
+        path_fail(ep, "path mtu black hole while running", in_use, res->size);
+        return;
+    }
+    USNIC_VERBOSE(
+        5, "path %s (%s) -> %s (%s) checked again: %s", module->ifname, lip, peer_host(ep), rip,
+        USNIC_CC_OK == res->status       ? "full-size datagrams pass (only losses)"
+        : USNIC_CC_NOPATH == res->status ? "nothing passes now (btl_usnic_peer_timeout decides)"
+                                         : "could not be checked");
+}
+
 void usnic_path_progress(void)
 {
     usnic_component_t *c = &mca_btl_usnic_component;
@@ -284,6 +361,10 @@ void usnic_path_progress(void)
             struct usnic_cc_result res;
             if (USNIC_PATH_PENDING == ep->path_state && usnic_cc_result(ep->path_handle, &res)) {
                 path_apply(ep, &res);
+                any = true;
+            }
+            if (0 != ep->recheck_handle && usnic_cc_result(ep->recheck_handle, &res)) {
+                path_recheck_apply(ep, &res);
                 any = true;
             }
         }

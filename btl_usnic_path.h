@@ -48,6 +48,24 @@ static inline void usnic_path_ready(mca_btl_base_endpoint_t *ep)
     }
 }
 
+/*
+ * A retransmission timeout toward ep's peer, with `seq` (a datagram of
+ * `bytes`) the oldest segment unacknowledged.  An MTU black hole can open
+ * while the job runs (a link fails over to a path with a smaller MTU, a
+ * switch port is reconfigured): the peer still answers our pings and
+ * ACKs, so it is not declared dead, but the datagrams that carry data
+ * never arrive, and the job would hang.  When one large segment has gone
+ * unacknowledged through timeouts for USNIC_PATH_STUCK_US, the path is
+ * checked again (as before the first traffic: small and full-size
+ * datagrams with DF).  If full-size datagrams vanish while smaller ones
+ * pass, the job ends with an error that says so; otherwise the segment
+ * was only unlucky and the job goes on.
+ */
+#define USNIC_PATH_STUCK_US 1000000u
+/* a check again no sooner than this after one found the path fine */
+#define USNIC_PATH_RECHECK_GAP_US 10000000u
+void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes, uint64_t now);
+
 /* Progress: apply verdicts that arrived (cheap when none did). */
 void usnic_path_progress(void);
 

@@ -11,7 +11,10 @@
 #      message within 10 s of its start (plus the launch);
 #   3. all UDP to and from h2 dropped on h2's veth (nft):
 #      the "no usable path" message naming h2's address comes within 10 s
-#      and the job ends.
+#      and the job ends;
+#   4. the path is fine at start-up and the black hole opens while 1 MiB
+#      messages flow: the path is checked again and the job ends with the
+#      "stopped carrying" message within 20 s (it used to hang).
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
@@ -93,4 +96,38 @@ else
 fi
 grep -m2 -E 'Local host:|Peer host:' "$RUN_LOG" | sed 's/^/    /'
 nsbed_exec 2 nft delete table inet usnic_cc_cut 2>/dev/null
+
+# ---- 4. a black hole that opens while the job runs ----
+# The path is fine at start-up (8972-byte datagrams proven); once 1 MiB
+# messages flow, vh2 takes only 1500 bytes again.  The hosts' veths get
+# gso_max_segs 1, so that the kernel cuts every UDP_SEGMENT train into
+# packets before it leaves (a train passes the bridge whole otherwise,
+# whatever a port's MTU, which no real switch does).  The peer still
+# answers small datagrams; without the re-check the job hangs until its
+# timeout.
+ip -n "$NSB_HEAD" link set vh2 mtu 9000 ||
+    { fail "connectivity netns: black hole while running" "cannot restore vh2's MTU"; finish; }
+tx0=$(nsbed_ifstat 1 tx_bytes)
+nsbed_start_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i 300
+for ((t = 0; t < 150; t++)); do
+    [ $(($(nsbed_ifstat 1 tx_bytes) - tx0)) -gt 100000000 ] && break
+    sleep 0.2
+done
+for h in 1 2; do
+    ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 1 || echo "    (gso_max_segs not set on h$h)"
+done
+ip -n "$NSB_HEAD" link set vh2 mtu 1500
+t0=$SECONDS
+nsbed_wait_mpi
+rc=$?
+took=$((SECONDS - t0))
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 20 ] &&
+    grep -q 'stopped carrying the' "$RUN_LOG" && grep -q 'Size in use: *8972 bytes' "$RUN_LOG" &&
+    grep -q 'Largest passed: *1472 bytes' "$RUN_LOG" && ! grep -q '^OK pingpong' "$RUN_LOG"; then
+    pass "connectivity netns: black hole opened while running: found again, MTU error, job ended ${took}s after it (rc=$rc)"
+else
+    fail "connectivity netns: black hole while running" \
+        "rc=$rc ${took}s after the cut, or no 'stopped carrying' error with 8972/1472" "$RUN_LOG"
+fi
+grep -m1 'checking the path again' "$RUN_LOG" | sed 's/^/    /'
 finish

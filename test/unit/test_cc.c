@@ -115,12 +115,17 @@ static void start(bool agent, const char *path, int delay_ms, int ack_ms, int re
     }
 }
 
-/* One expectation on a verdict; returns 1 if it failed. */
-static int expect(const char *who, uint32_t full, uint32_t status, uint32_t size, int by_agent)
+/* One expectation on the verdict of a check with that epoch (0: the one
+ * before the first traffic); returns 1 if it failed. */
+static int expect_epoch(const char *who, uint32_t full, uint16_t epoch, uint32_t status,
+                        uint32_t size, int by_agent)
 {
     struct usnic_cc_req r = req_of(full);
     struct usnic_cc_result res;
-    uint32_t h = usnic_cc_request(&r);
+    uint32_t h;
+
+    r.epoch = epoch;
+    h = usnic_cc_request(&r);
 
     if (0 == h || !usnic_cc_wait(h, &res, 10000)) {
         printf("    %s: no verdict for %u (handle %u)\n", who, full, h);
@@ -133,6 +138,11 @@ static int expect(const char *who, uint32_t full, uint32_t status, uint32_t size
         return 1;
     }
     return 0;
+}
+
+static int expect(const char *who, uint32_t full, uint32_t status, uint32_t size, int by_agent)
+{
+    return expect_epoch(who, full, 0, status, size, by_agent);
 }
 
 static pid_t spawn_agent(int delay_ms, int life_ms, int ack_ms, int retries)
@@ -306,6 +316,37 @@ static void t_black_hole(void)
           "%d failures", bad);
 }
 
+/* A path fine at start-up that turns into a black hole while the job
+ * runs: the start-up verdict stays what it was (the agent keeps it for
+ * every process of the host), a check again (epoch > 0) runs anew and
+ * finds the black hole, and a later one finds the path healed. */
+static void t_recheck_while_running(void)
+{
+    pid_t agent, cl;
+    int bad;
+
+    reset_responder();
+    agent = spawn_agent(0, 4000, 50, 6);
+    cl = fork();
+    if (0 == cl) {
+        start(false, sock_path, 0, 50, 6);
+        int f = expect_epoch("start-up", 8972, 0, USNIC_CC_OK, 8972, 1);
+        sh->max_echo = 1472; /* the path changes under the job */
+        f += expect_epoch("start-up again", 8972, 0, USNIC_CC_OK, 8972, 1);
+        f += expect_epoch("checked again", 8972, 1, USNIC_CC_REDUCED, 1472, 1);
+        sh->max_echo = 0; /* and heals */
+        f += expect_epoch("checked again later", 8972, 2, USNIC_CC_OK, 8972, 1);
+        usnic_cc_fini();
+        _exit(f);
+    }
+    bad = wait_status(cl);
+    (void) wait_status(agent);
+    check(0 == bad,
+          "a check again while running (epoch > 0) runs anew: black hole found, then healed; "
+          "the start-up verdict is kept",
+          "%d failures", bad);
+}
+
 static void t_no_path(void)
 {
     pid_t cl;
@@ -417,7 +458,7 @@ static void t_pong_validation(void)
     all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY + 1); /* another module */
     all = all && !usnic_cc_make_pong(buf, sizeof(buf) - 1, KEY); /* truncated */
     all = all && !usnic_cc_make_pong(buf, 16, KEY);              /* shorter than a header */
-    p->version = 2;
+    p->version = USNIC_CC_VERSION + 1;
     all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY);
     p->version = USNIC_CC_VERSION;
     p->zero2 = 1;
@@ -462,6 +503,7 @@ int main(void)
     t_agent_leaves_mid_check();
     t_threads_at_once();
     t_black_hole();
+    t_recheck_while_running();
     t_no_path();
     t_agent_of_other_version();
     t_nonsense_client();
