@@ -27,6 +27,14 @@
  *             wrapping around at its end, as a stream of MPI messages sent
  *             from one buffer would; gso and gsoiov resend the same train,
  *             whose bytes stay in the CPU's nearest caches
+ *   gsopairmsg as gsoiovmsg, but every second datagram carries its header
+ *             after its payload (a trailer), so that two datagrams' payloads
+ *             are one iovec and a trailer and the next header another: one
+ *             iovec per datagram instead of two (the odd datagram's first 8
+ *             bytes, run id and number, are written into the payload buffer)
+ *   gsocopymsg as gsomsg, but every send first copies each segment's header
+ *             and its payload from the -M buffer into one train buffer, as
+ *             the BTL does at MTU 1500 (btl_usnic_train_copy)
  *   gsozc     as gso, with SO_ZEROCOPY on the socket and MSG_ZEROCOPY on every
  *             send: the kernel pins the pages of the send buffer instead of
  *             copying them, and says on the socket's error queue when it no
@@ -190,21 +198,28 @@ enum gs_mode {
     GS_GSOCOPY,
     GS_GSOMSG,
     GS_GSOIOVMSG,
+    GS_GSOPAIRMSG,
+    GS_GSOCOPYMSG,
     GS_GSOZC,
     GS_GSOIOVZC,
     GS_PP,
     GS_PPTRAIN,
     GS_NMODES
 };
-static const char *const gs_mode_name[GS_NMODES] = {"plain",    "plaingro", "gso",       "gsoiov",
-                                                    "gsocopy",  "gsomsg",   "gsoiovmsg", "gsozc",
-                                                    "gsoiovzc", "pp",       "pptrain"};
+static const char *const gs_mode_name[GS_NMODES] = {
+    "plain",      "plaingro",   "gso",   "gsoiov",   "gsocopy", "gsomsg", "gsoiovmsg",
+    "gsopairmsg", "gsocopymsg", "gsozc", "gsoiovzc", "pp",      "pptrain"};
 
 /* modes that send with UDP_SEGMENT, with a header iovec, with MSG_ZEROCOPY */
 #define GS_IS_GSO(m) ((m) >= GS_GSO && (m) <= GS_GSOIOVZC)
 #define GS_IS_IOV(m) (GS_GSOIOV == (m) || GS_GSOIOVMSG == (m) || GS_GSOIOVZC == (m))
 /* modes whose payloads come from a -M byte buffer, in order, not one train's */
-#define GS_IS_MSG(m) (GS_GSOMSG == (m) || GS_GSOIOVMSG == (m))
+#define GS_IS_MSG(m)                                                                               \
+    (GS_GSOMSG == (m) || GS_GSOIOVMSG == (m) || GS_GSOPAIRMSG == (m) || GS_GSOCOPYMSG == (m))
+/* modes whose datagrams carry GS_HDR bytes of header besides their payload */
+#define GS_HAS_HDR(m)                                                                              \
+    (GS_IS_IOV(m) || GS_GSOCOPY == (m) || GS_IS_ZC(m) || GS_GSOPAIRMSG == (m) ||                   \
+     GS_GSOCOPYMSG == (m))
 #define GS_IS_ZC(m) (GS_GSOZC == (m) || GS_GSOIOVZC == (m))
 
 /* control messages, client <-> server */
@@ -1001,7 +1016,12 @@ static void stream_send(int fd, const struct sockaddr_in *dst, int mode, size_t 
 {
     int gso = GS_IS_GSO(mode);
     int copy = GS_GSOCOPY == mode;
+    int pair = GS_GSOPAIRMSG == mode, copymsg = GS_GSOCOPYMSG == mode;
     int segs = 1, err;
+    /* gsopairmsg: the trailer of odd datagram 2i+1 and the header of 2i+2,
+     * next to each other on the wire, in one iovec */
+    static char pairhdr[GS_MAX_SEGS / 2][2 * GS_HDR];
+    char *stage = NULL; /* gsocopymsg: the train, put together on every send */
     struct gs_hdr hdrs[GS_MAX_SEGS];
     struct iovec iov[2 * GS_MAX_SEGS];
     struct msghdr mh;
@@ -1052,7 +1072,7 @@ static void stream_send(int fd, const struct sockaddr_in *dst, int mode, size_t 
     mh.msg_iov = iov;
     if (GS_IS_MSG(mode)) {
         /* -M bytes of payload, rounded up to whole trains: sent train by train */
-        size_t train = (size_t) segs * (GS_IS_IOV(mode) && gso ? plen : size);
+        size_t train = (size_t) segs * (GS_HAS_HDR(mode) && gso ? plen : size);
         foot = (o.msg_bytes + train - 1) / train * train;
         free(buf);
         buf = malloc(foot);
@@ -1062,7 +1082,37 @@ static void stream_send(int fd, const struct sockaddr_in *dst, int mode, size_t 
         memset(buf, 0xa5, foot);
         step = train;
     }
-    if (GS_IS_IOV(mode) && gso) {
+    if ((pair || copymsg) && !gso) {
+        die("%s needs UDP_SEGMENT", gs_mode_name[mode]);
+    }
+    if (copymsg && NULL == (stage = malloc((size_t) segs * size))) {
+        die("out of memory");
+    }
+    memset(pairhdr, 0, sizeof(pairhdr));
+    if (pair) {
+        /* hdr 0 | pay 0, pay 1 | trl 1, hdr 2 | pay 2, pay 3 | trl 3, ...:
+         * one payload iovec per pair of datagrams (adjacent in the message
+         * buffer) and one header iovec between pairs; the odd datagram's
+         * first 8 bytes (run id, sequence number) are written into the
+         * message buffer, as gsomsg writes every datagram's */
+        size_t k = 0;
+        iov[k].iov_base = &hdrs[0];
+        iov[k++].iov_len = GS_HDR;
+        for (int i = 0; 2 * i < segs; i++) {
+            iov[k].iov_base = NULL; /* the payloads: set per train */
+            iov[k++].iov_len = (2 * i + 1 < segs) ? 2 * plen : plen;
+            if (2 * i + 1 < segs) {
+                memcpy(pairhdr[i] + GS_HDR, &hdrs[0], 4); /* header 2i+2: the run id */
+                iov[k].iov_base = pairhdr[i];
+                iov[k++].iov_len = (2 * i + 2 < segs) ? 2 * GS_HDR : GS_HDR;
+            }
+        }
+        mh.msg_iovlen = k;
+    } else if (copymsg) {
+        iov[0].iov_base = stage;
+        iov[0].iov_len = (size_t) segs * size;
+        mh.msg_iovlen = 1;
+    } else if (GS_IS_IOV(mode) && gso) {
         /* header iovec + payload iovec per segment; the payload is one buffer */
         for (int k = 0; k < segs; k++) {
             iov[2 * k].iov_base = &hdrs[k];
@@ -1088,7 +1138,30 @@ restart:
         if (0 == (st->calls & 15) && now_ns(CLOCK_MONOTONIC) >= deadline) {
             break;
         }
-        if (0 != step) {
+        if (pair) {
+            /* the next train's payloads, and every datagram's run id and
+             * sequence number (an odd one's at its payload's start) */
+            hdrs[0].seq = seq++;
+            for (int i = 0, k = 1; 2 * i < segs; i++, k += 2) {
+                char *p = buf + off + (size_t) (2 * i) * plen;
+                iov[k].iov_base = p;
+                if (2 * i + 1 < segs) {
+                    struct gs_hdr h = {.run_id = run_id, .seq = seq++};
+                    memcpy(p + plen, &h, 8);
+                    if (2 * i + 2 < segs) {
+                        memcpy(pairhdr[i] + GS_HDR + 4, &seq, 4);
+                        seq++;
+                    }
+                }
+            }
+        } else if (copymsg) {
+            for (int k = 0; k < segs; k++) {
+                char *d = stage + (size_t) k * size;
+                hdrs[k].seq = seq++;
+                memcpy(d, &hdrs[k], GS_HDR);
+                memcpy(d + GS_HDR, buf + off + (size_t) k * plen, plen);
+            }
+        } else if (0 != step) {
             /* the next train of the message buffer */
             if (mh.msg_iovlen > 1) {
                 for (int k = 0; k < segs; k++) {
@@ -1099,7 +1172,9 @@ restart:
             }
         }
         /* every datagram's header: run id and sequence number */
-        if (mh.msg_iovlen > 1) {
+        if (pair || copymsg) {
+            /* (done above) */
+        } else if (mh.msg_iovlen > 1) {
             for (int k = 0; k < segs; k++) {
                 hdrs[k].seq = seq++;
             }
@@ -1155,6 +1230,7 @@ restart:
     st->ns = now_ns(CLOCK_MONOTONIC) - t0;
     free(buf);
     free(src);
+    free(stage);
 }
 
 /* gsozc, gsoiovzc: one send buffer of the ring */
@@ -1775,7 +1851,7 @@ static void usage(int code)
             "  -a addr         local address to bind (default 127.0.0.1 without -C; with -C:\n"
             "                  any)\n"
             "  -m list         modes: plain,plaingro,gso,gsoiov,gsocopy,gsomsg,gsoiovmsg,\n"
-            "                  gsozc,gsoiovzc,pp,pptrain\n"
+            "                  gsopairmsg,gsocopymsg,gsozc,gsoiovzc,pp,pptrain\n"
             "                  (default plain,gso,gsoiov,pp)\n"
             "  -d list         datagram sizes, comma separated (default 1472; gsoiov needs\n"
             "                  more than %d; so do gsocopy and gsoiovzc); pp always uses\n"
@@ -1796,7 +1872,8 @@ static void usage(int code)
             "  -P usecs        receiver: SO_BUSY_POLL usecs (default 0: not set)\n"
             "  -Q budget       with -P: also SO_PREFER_BUSY_POLL 1 and SO_BUSY_POLL_BUDGET\n"
             "                  budget\n"
-            "  -M bytes        gsomsg, gsoiovmsg: the payload buffer sent train by train\n"
+            "  -M bytes        gsomsg, gsoiovmsg, gsopairmsg, gsocopymsg: the payload\n"
+            "                  buffer sent train by train\n"
             "                  (default 1048576)\n"
             "  -T MIN:MAX      pptrain: message sizes, the powers of two in MIN..MAX bytes\n"
             "                  above one datagram (k, m allowed; default 2048:1m)\n"
@@ -1969,10 +2046,11 @@ int main(int argc, char **argv)
         die("-Q needs -P (a busy-poll time)");
     }
     for (int i = 0; i < o.nmodes; i++) {
-        int hdr = GS_IS_IOV(o.modes[i]) || GS_GSOCOPY == o.modes[i] || GS_IS_ZC(o.modes[i]);
+        int hdr = GS_HAS_HDR(o.modes[i]);
         for (int s = 0; s < o.nsizes && hdr; s++) {
             if (o.sizes[s] <= GS_HDR) {
-                die("modes gsoiov, gsocopy, gsozc and gsoiovzc need datagrams larger than their "
+                die("modes gsoiov, gsocopy, gsopairmsg, gsocopymsg, gsozc and gsoiovzc need "
+                    "datagrams larger than their "
                     "%d-byte header",
                     GS_HDR);
             }
