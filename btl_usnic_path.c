@@ -103,10 +103,23 @@ void usnic_path_fini(void)
     }
 }
 
-void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
+/* Ask the checker about ep's path for datagrams of `full` bytes. */
+static uint32_t path_request(const mca_btl_base_endpoint_t *ep, uint32_t full, uint16_t epoch)
 {
     struct usnic_cc_req req;
 
+    memset(&req, 0, sizeof(req));
+    req.local_ip = ep->module->if_addr.sin_addr.s_addr;
+    req.remote_ip = ep->remote.ipv4;
+    req.remote_port = ep->remote.live_port;
+    req.full = full;
+    req.remote_key = ep->remote.key;
+    req.epoch = epoch;
+    return usnic_cc_request(&req);
+}
+
+void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
+{
     /* the pair's datagram size, as usnic_endpoint_create cut it from both
      * sides' records */
     ep->path_full = ep->frag_max + (uint32_t) USNIC_HDR_LEN_FRAG;
@@ -120,13 +133,7 @@ void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
     if (!path_on || 0 == ep->remote.live_port) {
         return;
     }
-    memset(&req, 0, sizeof(req));
-    req.local_ip = ep->module->if_addr.sin_addr.s_addr;
-    req.remote_ip = ep->remote.ipv4;
-    req.remote_port = ep->remote.live_port;
-    req.full = ep->path_full;
-    req.remote_key = ep->remote.key;
-    ep->path_handle = usnic_cc_request(&req);
+    ep->path_handle = path_request(ep, ep->path_full, 0);
     if (0 != ep->path_handle) {
         ep->path_state = USNIC_PATH_PENDING;
     }
@@ -276,7 +283,6 @@ static uint32_t path_in_use(const mca_btl_base_endpoint_t *ep)
 
 void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes, uint64_t now)
 {
-    struct usnic_cc_req req;
     char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
 
     if (0 == ep->stuck_since || seq != ep->stuck_seq) {
@@ -290,17 +296,10 @@ void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes,
         USNIC_PATH_PENDING == ep->path_state || ep->dead || bytes <= USNIC_CC_MIN_USEFUL) {
         return;
     }
-    memset(&req, 0, sizeof(req));
-    req.local_ip = ep->module->if_addr.sin_addr.s_addr;
-    req.remote_ip = ep->remote.ipv4;
-    req.remote_port = ep->remote.live_port;
-    req.full = path_in_use(ep);
-    req.remote_key = ep->remote.key;
-    req.epoch = ++ep->recheck_epoch;
-    if (0 == req.epoch) {
-        req.epoch = ep->recheck_epoch = 1;
+    if (0 == ++ep->recheck_epoch) {
+        ep->recheck_epoch = 1; /* (0 is the start-up check's) */
     }
-    ep->recheck_handle = usnic_cc_request(&req);
+    ep->recheck_handle = path_request(ep, path_in_use(ep), ep->recheck_epoch);
     if (0 == ep->recheck_handle) {
         ep->recheck_after = now + USNIC_PATH_RECHECK_GAP_US;
         return;
@@ -313,7 +312,7 @@ void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes,
                   "%u-byte datagrams",
                   ep->module->ifname, lip, peer_host(ep), rip, (unsigned) seq, (unsigned) bytes,
                   (unsigned long long) (usnic_elapsed_us(now, ep->stuck_since) / 1000),
-                  (unsigned) req.full);
+                  (unsigned) path_in_use(ep));
 }
 
 /* The verdict of a check again while the job runs. */
