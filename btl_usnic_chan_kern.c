@@ -904,7 +904,12 @@ static int kern_send(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t 
     if (EAGAIN == errno || EWOULDBLOCK == errno || ENOBUFS == errno || EINTR == errno) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    USNIC_VERBOSE(5, "%s: sendmsg: %s", module->ifname, strerror(errno));
+    /* (the first, then the 2nd, 4th, 8th...: an interface that is down
+     * fails every send until it is up again) */
+    if (0 == (module->stats.tx_errors & (module->stats.tx_errors + 1))) {
+        USNIC_VERBOSE(5, "%s: sendmsg: %s (send errors so far: %llu)", module->ifname,
+                      strerror(errno), (unsigned long long) module->stats.tx_errors + 1);
+    }
     module->stats.tx_errors++;
     return OPAL_ERROR;
 }

@@ -101,7 +101,11 @@ unsigned usnic_train_seal(const mca_btl_base_endpoint_t *ep, usnic_seg_t *const 
 
 /* Hand one datagram to ep's peer on channel cid, its MAC and checksum
  * computed now (its header is final) or, in a train, when the train
- * leaves.  OPAL_ERR_RESOURCE_BUSY: try later. */
+ * leaves.  OPAL_ERR_RESOURCE_BUSY: try later.  Any other error (the
+ * network unreachable, the interface down: counted in tx_errors) is a
+ * datagram lost on the way for the caller: the retransmission timer sends
+ * it again, with its backoff, instead of every progress call while the
+ * interface is down (a 2 s link flap cost 170,000 failed system calls). */
 static int post(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
                 enum usnic_channel_id cid)
 {
@@ -171,7 +175,8 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
         module->stats.piggy_acks++;
     }
     hdr->ts = usnic_rel_ts(now);
-    if (OPAL_LIKELY(OPAL_SUCCESS == post(module, ep, seg, cid))) {
+    if (OPAL_LIKELY(OPAL_ERR_RESOURCE_BUSY != post(module, ep, seg, cid))) {
+        /* sent, or refused for good (post: lost on the way) */
         usnic_rel_tx_sent(&ep->rel, &seg->rel, now);
     } else {
         usnic_rel_tx_send_failed(&ep->rel, &seg->rel);
@@ -537,13 +542,14 @@ int usnic_progress_resends(usnic_module_t *module)
          * being lost) */
         seg->rel.lane = (uint8_t) USNIC_CHAN_DATA;
         rc = post(module, ep, seg, USNIC_CHAN_DATA);
-        if (OPAL_SUCCESS != rc) {
+        if (OPAL_ERR_RESOURCE_BUSY == rc) {
             break;
         }
         opal_list_remove_first(&module->resendq);
-        if (seg->rel.sends > 0) {
+        if (OPAL_SUCCESS == rc && seg->rel.sends > 0) {
             module->stats.retrans++;
         }
+        /* (refused for good: lost on the way, see post) */
         usnic_rel_tx_sent(&ep->rel, &seg->rel, module->now_us);
         sent++;
     }
@@ -732,9 +738,14 @@ static int send_ack_packet(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
     seg->refs = 1; /* ours until post() took its own reference, if it needs one */
     rc = post(module, ep, seg, cid);
     usnic_seg_put(seg);
-    if (OPAL_SUCCESS != rc) {
+    if (OPAL_ERR_RESOURCE_BUSY == rc) {
         ep->rel.rx.ack_now = true; /* the ACK is still owed: try again */
         return OPAL_ERR_RESOURCE_BUSY;
+    }
+    if (OPAL_SUCCESS != rc) {
+        /* refused for good: lost on the way (see post); the peer's timer
+         * asks again */
+        return OPAL_SUCCESS;
     }
     if (0 != ping_ts) {
         module->stats.pings_tx++;
