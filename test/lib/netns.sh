@@ -268,6 +268,19 @@ nsbed_ifstat() {
     nsbed_exec "$1" cat "/sys/class/net/$NSB_DEV/statistics/$2" 2>/dev/null || echo 0
 }
 
+# nsbed_wait_sent HOST BYTES [FROM]: wait (at most 30 s) until HOST's
+# interface has sent BYTES more than FROM (its tx_bytes when the job was
+# started; default: now), so that a job's traffic is under way.
+nsbed_wait_sent() {
+    local h=$1 bytes=$2 from=${3:-} t
+    [ -n "$from" ] || from=$(nsbed_ifstat "$h" tx_bytes)
+    for ((t = 0; t < 150; t++)); do
+        [ $(($(nsbed_ifstat "$h" tx_bytes) - from)) -gt "$bytes" ] && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
 # nsbed_leftovers: "NAMESPACE: PID(COMMAND) ..." for every process still in
 # one of our namespaces (empty if none).
 nsbed_leftovers() {

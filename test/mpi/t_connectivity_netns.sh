@@ -109,10 +109,7 @@ ip -n "$NSB_HEAD" link set vh2 mtu 9000 ||
     { fail "connectivity netns: black hole while running" "cannot restore vh2's MTU"; finish; }
 tx0=$(nsbed_ifstat 1 tx_bytes)
 nsbed_start_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i 300
-for ((t = 0; t < 150; t++)); do
-    [ $(($(nsbed_ifstat 1 tx_bytes) - tx0)) -gt 100000000 ] && break
-    sleep 0.2
-done
+nsbed_wait_sent 1 100000000 "$tx0"
 for h in 1 2; do
     ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 1 || echo "    (gso_max_segs not set on h$h)"
 done

@@ -30,10 +30,7 @@ hosts1=$(nsbed_hostfile 1)
 tx0=$(nsbed_ifstat 1 tx_bytes)
 nsbed_start_mpi "$hosts1" 2 "$pp" -n 64k -m 1m -i 20
 # down once the ping-pongs are under way (50 MB through h1's interface)
-for ((t = 0; t < 150; t++)); do
-    [ $(($(nsbed_ifstat 1 tx_bytes) - tx0)) -gt 50000000 ] && break
-    sleep 0.2
-done
+nsbed_wait_sent 1 50000000 "$tx0"
 for h in 1 2; do ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" down; done
 sleep 2
 for h in 1 2; do ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" up; done
