@@ -231,17 +231,18 @@ void cc_engine_add(struct cc_engine *e, const struct usnic_cc_req *req, uint64_t
             break;
         }
     }
-    if (NULL != x && x->done && 0 != req->epoch) {
+    if (NULL != x && !x->done) {
+        add_waiter(x, waiter); /* the same check under way */
+        return;
+    }
+    if (NULL != x && 0 == req->epoch) {
+        e->done(e->ctx, waiter, &x->req, &x->res); /* the verdict kept */
+        return;
+    }
+    if (NULL != x) {
         /* a check again while the job runs: the verdict given may be old */
         elog(e, 20, "checking a path again (re-check %u)", (unsigned) req->epoch);
         entry_start(e, x, req, now_us);
-    } else if (NULL != x) {
-        if (x->done) {
-            e->done(e->ctx, waiter, &x->req, &x->res);
-        } else {
-            add_waiter(x, waiter);
-        }
-        return;
     } else {
         if (e->nent == e->cap_ent) {
             int cap = e->cap_ent ? 2 * e->cap_ent : 16;

@@ -103,6 +103,12 @@ void usnic_path_fini(void)
     }
 }
 
+/* The datagram size the endpoint uses now (its FRAG payload and header). */
+static uint32_t path_in_use(const mca_btl_base_endpoint_t *ep)
+{
+    return ep->frag_max + (uint32_t) USNIC_HDR_LEN_FRAG;
+}
+
 /* Ask the checker about ep's path for datagrams of `full` bytes. */
 static uint32_t path_request(const mca_btl_base_endpoint_t *ep, uint32_t full, uint16_t epoch)
 {
@@ -122,7 +128,7 @@ void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
 {
     /* the pair's datagram size, as usnic_endpoint_create cut it from both
      * sides' records */
-    ep->path_full = ep->frag_max + (uint32_t) USNIC_HDR_LEN_FRAG;
+    ep->path_full = path_in_use(ep);
     ep->path_size = 0;
     ep->path_handle = 0;
     ep->path_state = USNIC_PATH_READY;
@@ -275,12 +281,6 @@ void usnic_path_settle(mca_btl_base_endpoint_t *ep)
     usnic_path_map_write();
 }
 
-/* The datagram size the endpoint uses now (its FRAG payload and header). */
-static uint32_t path_in_use(const mca_btl_base_endpoint_t *ep)
-{
-    return ep->frag_max + (uint32_t) USNIC_HDR_LEN_FRAG;
-}
-
 void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes, uint64_t now)
 {
     char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
@@ -325,12 +325,12 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
     ep->recheck_handle = 0;
     ep->recheck_after = usnic_now_us() + USNIC_PATH_RECHECK_GAP_US;
     ep->stuck_since = 0;
-    inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
-    inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
     if (USNIC_CC_REDUCED == res->status && res->size < in_use) {
         path_fail(ep, "path mtu black hole while running", in_use, res->size);
         return;
     }
+    inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
+    inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
     USNIC_VERBOSE(
         5, "path %s (%s) -> %s (%s) checked again: %s", module->ifname, lip, peer_host(ep), rip,
         USNIC_CC_OK == res->status       ? "full-size datagrams pass (only losses)"
