@@ -38,10 +38,13 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
     ep->next_put_id = 0;
     memset(&ep->rel, 0, sizeof(ep->rel));
     memset(&ep->reasm, 0, sizeof(ep->reasm));
+    usnic_parts_init(&ep->rx_parts);
+    ep->tx_dgram_max = 0;
 }
 
 static void endpoint_destruct(mca_btl_base_endpoint_t *ep)
 {
+    usnic_parts_fini(&ep->rx_parts);
     OBJ_DESTRUCT(&ep->sendq);
     OBJ_DESTRUCT(&ep->ack_item);
     OBJ_DESTRUCT(&ep->timer_item);

@@ -5,6 +5,7 @@
 #define BTL_USNIC_ENDPOINT_H
 
 #include "btl_usnic.h"
+#include "btl_usnic_part.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_reasm.h"
 #include "btl_usnic_rel.h"
@@ -70,6 +71,10 @@ struct mca_btl_base_endpoint_t {
     uint32_t recheck_handle; /* a check of the path again, under way (0: none) */
     uint16_t recheck_epoch;  /* its number (btl_usnic_cc.h: epoch) */
     uint64_t recheck_after;  /* no new one before this time */
+    /* the path shrank while the job ran: datagrams larger than this (cut
+     * before) go as PART packets (btl_usnic_part.h); 0: none */
+    uint32_t tx_dgram_max;
+    struct usnic_parts rx_parts; /* the peer's PART packets, joined */
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(mca_btl_base_endpoint_t);

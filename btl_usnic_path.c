@@ -182,7 +182,40 @@ static void path_fail(mca_btl_base_endpoint_t *ep, const char *topic, uint32_t e
     }
 }
 
-/* Smaller datagrams to this peer from now on (nothing was sent yet). */
+/* Say that ep's path carries `size` where `expected` was meant: once per
+ * pair of interfaces, topic and size (every endpoint over the same path
+ * gets the same verdict). */
+static void path_warn_once(const mca_btl_base_endpoint_t *ep, const char *topic, uint32_t expected,
+                           uint32_t size)
+{
+    static struct {
+        uint64_t path;
+        const char *topic;
+    } warned[64];
+    static int nwarned;
+    usnic_module_t *module = ep->module;
+    uint64_t k = ((uint64_t) ep->remote.ipv4 << 32) ^ module->if_addr.sin_addr.s_addr ^
+                 ((uint64_t) size << 16);
+    char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN], rif[USNIC_IFNAME_BUF];
+
+    for (int i = 0; i < nwarned; i++) {
+        if (warned[i].path == k && warned[i].topic == topic) {
+            return;
+        }
+    }
+    if (nwarned < 64) {
+        warned[nwarned].path = k;
+        warned[nwarned++].topic = topic;
+    }
+    inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
+    inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
+    usnic_rec_ifname(&ep->remote, rif);
+    usnic_show_help_running(topic, opal_process_info.nodename, module->ifname, lip, peer_host(ep),
+                            rif, rip, expected, size);
+}
+
+/* Smaller datagrams to this peer from now on: the fragments not cut yet
+ * are cut to `size` (what was cut before is path_recheck_apply's). */
 static void path_shrink(mca_btl_base_endpoint_t *ep, uint32_t size)
 {
     ep->frag_max = size - (uint32_t) USNIC_HDR_LEN_FRAG;
@@ -228,26 +261,7 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
         USNIC_VERBOSE(5, "path %s (%s) -> %s %s (%s): %u-byte datagrams vanish, %u pass: using %u",
                       module->ifname, lip, peer_host(ep), rif, rip, ep->path_full, res->size,
                       res->size);
-        /* once per pair of interfaces and size: every endpoint over the
-         * same path gets the same verdict */
-        {
-            static uint64_t warned[64];
-            static int nwarned;
-            uint64_t k = ((uint64_t) ep->remote.ipv4 << 32) ^ module->if_addr.sin_addr.s_addr ^
-                         ((uint64_t) res->size << 16);
-            bool seen = false;
-            for (int i = 0; i < nwarned; i++) {
-                seen = seen || warned[i] == k;
-            }
-            if (!seen) {
-                if (nwarned < 64) {
-                    warned[nwarned++] = k;
-                }
-                usnic_show_help_running("path mtu reduced", opal_process_info.nodename,
-                                        module->ifname, lip, peer_host(ep), rif, rip, ep->path_full,
-                                        res->size);
-            }
-        }
+        path_warn_once(ep, "path mtu reduced", ep->path_full, res->size);
         return;
     case USNIC_CC_NOPATH:
         path_fail(ep, "no path", 0, 0);
@@ -326,7 +340,29 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
     ep->recheck_after = usnic_now_us() + USNIC_PATH_RECHECK_GAP_US;
     ep->stuck_since = 0;
     if (USNIC_CC_REDUCED == res->status && res->size < in_use) {
-        path_fail(ep, "path mtu black hole while running", in_use, res->size);
+        if (0 == mca_btl_usnic_component.params.connectivity_mtu_fallback ||
+            res->size < USNIC_CC_MIN_USEFUL || 0 == usnic_part_payload(res->size) ||
+            res->size <= (uint32_t) USNIC_HDR_LEN_PUT) {
+            path_fail(ep, "path mtu black hole while running", in_use, res->size);
+            return;
+        }
+        /* Cut smaller from now on; what was cut at the old size (in the
+         * window, or a whole fragment the PML handed over) goes in parts
+         * (btl_usnic_part.h), and all of it again now: the oldest of it
+         * has been waiting through backed-off timeouts for seconds. */
+        ep->path_size = res->size;
+        path_shrink(ep, res->size);
+        ep->tx_dgram_max = res->size;
+        module->stats.path_shrunk++;
+        (void) usnic_rel_tx_resend_all(&ep->rel);
+        inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
+        inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
+        USNIC_VERBOSE(5,
+                      "path %s (%s) -> %s (%s) checked again: %u-byte datagrams vanish, %u pass: "
+                      "using %u from now on, and sending the %u in flight in parts",
+                      module->ifname, lip, peer_host(ep), rip, in_use, res->size, res->size,
+                      (unsigned) usnic_rel_tx_inflight(&ep->rel));
+        path_warn_once(ep, "path mtu reduced while running", in_use, res->size);
         return;
     }
     inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "btl_usnic_auth.h"
+#include "btl_usnic_part.h"
 #include "btl_usnic_proto.h"
 
 size_t usnic_pkt_hdr_len(unsigned type)
@@ -16,6 +17,7 @@ size_t usnic_pkt_hdr_len(unsigned type)
     case USNIC_PKT_FRAG:
         return USNIC_HDR_LEN_FRAG;
     case USNIC_PKT_CHUNK:
+    case USNIC_PKT_PART:
         return USNIC_HDR_LEN_CHUNK;
     case USNIC_PKT_PUT:
         return USNIC_HDR_LEN_PUT;
@@ -85,6 +87,21 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max
     view->payload_len = hdr->payload_len;
     view->len = (uint32_t) hlen + hdr->payload_len;
 
+    if (USNIC_PKT_PART == hdr->type) {
+        const struct usnic_chunk_hdr *ch = (const void *) (bytes + sizeof(*hdr));
+        if (0 != hdr->flags || 0 != hdr->tag || 0 != hdr->msg_id || 0 != hdr->ack_seq ||
+            0 != hdr->ts_echo) {
+            return USNIC_DROP_TYPE;
+        }
+        if (ch->msg_len < sizeof(*hdr) || ch->msg_len > USNIC_PART_DGRAM_MAX ||
+            0 == hdr->payload_len || !range_fits(ch->offset, hdr->payload_len, ch->msg_len) ||
+            0 != ch->offset % USNIC_PART_UNIT ||
+            (0 != hdr->payload_len % USNIC_PART_UNIT &&
+             ch->offset + hdr->payload_len != ch->msg_len)) {
+            return USNIC_DROP_CHUNK_RANGE;
+        }
+        view->chunk = ch;
+    }
     if (USNIC_PKT_CHUNK == hdr->type || USNIC_PKT_PUT == hdr->type) {
         const struct usnic_chunk_hdr *ch = (const void *) (bytes + sizeof(*hdr));
         /* a PUT's length is bounded by its registration, checked on arrival */
@@ -164,7 +181,7 @@ __attribute__((always_inline)) static inline size_t mac_input(const uint8_t *buf
                    "mac_input() knows the common header's layout");
     memcpy(in, buf, 20);
     memcpy(in + 20, buf + 40, 4);
-    if (USNIC_PKT_CHUNK == type || USNIC_PKT_PUT == type) {
+    if (USNIC_PKT_CHUNK == type || USNIC_PKT_PUT == type || USNIC_PKT_PART == type) {
         memcpy(in + n, ext + offsetof(struct usnic_chunk_hdr, msg_len), 8);
         n += 8;
         if (USNIC_PKT_PUT == type) {
@@ -179,7 +196,7 @@ __attribute__((always_inline)) static inline size_t mac_input(const uint8_t *buf
     memcpy(in + n + 12, buf + 24, 4); /* ack_seq */
     memcpy(in + n + 16, buf + 36, 4); /* ts_echo */
     n += MAC_TAIL_BYTES;
-    if (USNIC_PKT_CHUNK == type || USNIC_PKT_PUT == type) {
+    if (USNIC_PKT_CHUNK == type || USNIC_PKT_PUT == type || USNIC_PKT_PART == type) {
         memcpy(in + n, ext + offsetof(struct usnic_chunk_hdr, offset), 8);
         n += 8;
     }
@@ -412,7 +429,8 @@ size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen)
             n += m;
         }
     }
-    if ((size_t) n < outlen && (USNIC_PKT_CHUNK == hdr.type || USNIC_PKT_PUT == hdr.type) &&
+    if ((size_t) n < outlen &&
+        (USNIC_PKT_CHUNK == hdr.type || USNIC_PKT_PUT == hdr.type || USNIC_PKT_PART == hdr.type) &&
         len >= USNIC_HDR_LEN_CHUNK) {
         int m;
         memcpy(&ch, bytes + sizeof(hdr), sizeof(ch));

@@ -40,6 +40,13 @@
  *          offset+payload_len) of an emulated RDMA write of msg_len bytes
  *          that lands at (registration reg_key) + reg_offset + offset.
  *
+ *   PART   chunk header, then payload: bytes [offset, offset+payload_len)
+ *          of the datagram with sequence number seq, msg_len bytes long,
+ *          as it would have gone whole (version 7; btl_usnic_part.h).
+ *          flags, tag, msg_id, ack_seq and ts_echo are 0; offset is a
+ *          multiple of 64, and so is payload_len unless the part ends the
+ *          datagram.
+ *
  *   chunk header                         put header
  *   +-------------------------------+    +-------------------------------+
  *   |            msg_len            |    |            reg_key            |
@@ -48,8 +55,8 @@
  *   +-------------------------------+    +-------------------------------+
  *
  * seq is meaningful for FRAG, CHUNK and PUT (they occupy the sender's send
- * window); ack_seq is meaningful when flags has USNIC_PKT_FLAG_ACK: it
- * acknowledges every sequence number up to and including ack_seq.
+ * window) and PART (the one of the datagram it is part of); ack_seq is meaningful when flags has
+ * USNIC_PKT_FLAG_ACK: it acknowledges every sequence number up to and including ack_seq.
  *
  * ts is the sender's clock (microseconds, truncated to 32 bits, never 0)
  * when it put this copy of a data packet on the wire; ts_echo, with an
@@ -81,12 +88,13 @@
  * of the connection: a PRF of the sender module's secret (which travels
  * only through the modex) and of both modules' keys, so a packet MACed for
  * one receiver is no good at another.  It covers bytes [0, 44) of the common header (every field
- * before crc), the chunk and PUT headers, an ACK's SACK bitmap, and with auth "full" the payload
- * too; the header fields go into it in an order of their own, what successive datagrams share
- * first (btl_usnic_proto.c: mac_input; version 5).  crc is the CRC32C of the whole datagram except
- * the crc field itself (the mac included), computed after the mac.  Whether they are present is the
- * connection's setting (the stronger of the two peers' btl_usnic_auth and btl_usnic_checksum, known
- * from the modex), never a flag a packet could clear; absent, the field is 0.
+ * before crc), the chunk and PUT headers (and a PART's chunk header), an ACK's SACK bitmap, and
+ * with auth "full" the payload too; the header fields go into it in an order of their own, what
+ * successive datagrams share first (btl_usnic_proto.c: mac_input; version 5).  crc is the CRC32C of
+ * the whole datagram except the crc field itself (the mac included), computed after the mac.
+ * Whether they are present is the connection's setting (the stronger of the two peers'
+ * btl_usnic_auth and btl_usnic_checksum, known from the modex), never a flag a packet could clear;
+ * absent, the field is 0.
  *
  * A FRAG, CHUNK or PUT with USNIC_PKT_FLAG_PAD may go on after its payload
  * (version 6): the sender pads a message's short last datagram to the
@@ -109,14 +117,15 @@
 #include "btl_usnic_seq.h"
 
 /* Bump on any change to this file's structs or their meaning. */
-#define USNIC_PROTO_VERSION 6
+#define USNIC_PROTO_VERSION 7
 
 /* Packet types, from one list: name, value, description. */
 #define USNIC_PKT_TYPES(X)                                                                         \
     X(ACK, 1, "cumulative acknowledgement")                                                        \
     X(FRAG, 2, "whole PML fragment")                                                               \
     X(CHUNK, 3, "piece of a PML fragment")                                                         \
-    X(PUT, 4, "piece of an emulated RDMA write")
+    X(PUT, 4, "piece of an emulated RDMA write")                                                   \
+    X(PART, 5, "part of a datagram too large for the path (btl_usnic_part.h)")
 
 enum usnic_pkt_type {
 #define USNIC_PKT_TYPE_ENUM(name, value, desc) USNIC_PKT_##name = value,

@@ -126,6 +126,7 @@ static enum usnic_drop_reason rx_lookup(void *t, const struct usnic_pkt_hdr *hdr
     c->memo = &ep->rx_mac_memo;
     c->auth = ep->auth;
     c->crc = ep->crc;
+    c->parts = &ep->rx_parts;
     return USNIC_PKT_OK;
 }
 

@@ -224,8 +224,10 @@ static void release(struct usnic_rel *rel, struct usnic_rel_seg *seg)
     rel->ops->acked(rel, seg);
 }
 
-/* A round-trip sample (RFC 6298, section 2). */
-static void rtt_sample(struct usnic_rel *rel, uint64_t r)
+/* A round-trip sample (RFC 6298, section 2); progress: it came with data
+ * the peer got, and only that ends the backoff (as TCP keeps a backed-off
+ * timeout until new data is acknowledged, RFC 6298 section 5). */
+static void rtt_sample(struct usnic_rel *rel, uint64_t r, bool progress)
 {
     uint64_t var4;
 
@@ -247,7 +249,9 @@ static void rtt_sample(struct usnic_rel *rel, uint64_t r)
     var4 = 4 * rel->tx.rttvar;
     rel->tx.rto = clamp_rto(rel, rel->tx.srtt + (var4 ? var4 : 1));
     rel->tx.pto = probe_timeout(rel, rel->tx.rto);
-    rel->tx.backoff = 0; /* a measurement ends the backoff */
+    if (progress) {
+        rel->tx.backoff = 0;
+    }
     rel->stats.rtt_samples++;
 }
 
@@ -444,19 +448,25 @@ int usnic_rel_tx_ack_sack(struct usnic_rel *rel, usnic_seq_t ack, bool explicit_
         if (usnic_seq_gt(end, rel->tx.rack.end)) {
             rel->tx.rack.end = end;
         }
+        /* An answer that brings nothing new ends no backoff: the peer
+         * is there, but what we resend does not reach it (an MTU black
+         * hole: small datagrams pass, large ones vanish).  Ending it
+         * resent the whole window into the hole at every timeout of a
+         * few hundred microseconds: 800,000 datagrams in 4 s, against
+         * about 20 resends of the window while the timeout doubles. */
         if (rel->tx.ping.sent_at >= rel->tx.measure_from) {
-            rtt_sample(rel, rtt);
+            rtt_sample(rel, rtt, released > 0);
         }
     } else if (advanced && 0 != ts_echo) {
         uint32_t rtt = (uint32_t) now - ts_echo; /* modulo 2^32, like the stamps */
         uint64_t sent = now - rtt;
         if (rtt < 0x80000000u && sent >= rel->tx.measure_from) {
-            rtt_sample(rel, rtt);
+            rtt_sample(rel, rtt, true);
         }
     } else if (0 != sack_rtt && sack_newest >= rel->tx.measure_from) {
         /* no new edge, but the peer reported segments it got (it does so at
          * once): a measurement, and proof that it answers */
-        rtt_sample(rel, sack_rtt);
+        rtt_sample(rel, sack_rtt, true);
     }
     if (advanced) {
         rel->tx.dup_acks = 0;

@@ -41,9 +41,13 @@
  *         backoff is in force.  It sends a probe behind the newest segment
  *         still held (one per ACK of new data).
  *       the RTO: it sends a probe behind the oldest segment still held,
- *         and the timeout doubles, up to timing.rto_max, until the next
- *         round-trip measurement (a peer busy outside MPI gets a few
- *         probes, not a storm).
+ *         and the timeout doubles, up to timing.rto_max, until a round
+ *         trip is measured from an ACK that reports data delivered (a
+ *         peer busy outside MPI gets a few probes, not a storm; a ping's
+ *         answer that reports nothing new measures, but keeps the
+ *         backoff: the resends it shows lost go out once per timeout,
+ *         not every few hundred microseconds into a path that drops
+ *         them).
  *     An ACK of new data restarts it; an empty window stops it.
  *   - A probe is not data: it is a ping (ops->probe: an ACK packet asking
  *     for an immediate ACK, stamped with its own send time) sent on the

@@ -17,6 +17,10 @@
  *   6. by type: FRAG and CHUNK need a PML handler for their tag and a place
  *      in the fragment table (btl_usnic_reasm.h); PUT needs its target
  *      range inside a live registration.
+ * A PART (btl_usnic_part.h) goes through 1-3 and the window check of 5
+ * (without committing: its datagram's own sequence number is committed
+ * when the datagram is whole); the whole datagram then goes through all
+ * of it again, from 1, as if it had arrived in one piece.
  * Packets that pass 1-3 but carry nothing new are not taken as news: a
  * duplicate data packet or an ACK packet whose timestamp is not newer
  * than the newest of its lane is a copy (the network's, or a replay) and
@@ -32,6 +36,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "btl_usnic_part.h"
 #include "btl_usnic_proto.h"
 #include "btl_usnic_reasm.h"
 #include "btl_usnic_rel.h"
@@ -50,6 +55,9 @@ struct usnic_rx_conn {
      * path (struct usnic_rx_predict).  Left false by lookups that know
      * nothing of it. */
     bool predict;
+    /* Where PART packets of this sender are joined (btl_usnic_part.h);
+     * NULL: the transport takes none (they are dropped as TYPE). */
+    struct usnic_parts *parts;
 };
 
 /*
@@ -368,6 +376,71 @@ static inline void usnic_rx_predict_set(struct usnic_rx_predict *pr, const struc
     pr->ok = true;
 }
 
+static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops *ops, void *t,
+                                                       const void *buf, size_t len,
+                                                       const struct usnic_rx_params *p);
+
+/* A PART that passed checks 1-3: join it, and once its datagram is whole,
+ * take that through the whole dispatch. */
+static inline enum usnic_drop_reason usnic_rx_part(const struct usnic_rx_ops *ops, void *t,
+                                                   struct usnic_rx_conn *c,
+                                                   const struct usnic_pkt_view *v,
+                                                   const struct usnic_rx_params *p)
+{
+    const struct usnic_pkt_hdr *hdr = v->hdr;
+    enum usnic_rx_verdict verdict;
+    enum usnic_drop_reason why;
+    struct usnic_rx_params whole_p;
+    const uint8_t *whole;
+
+    if (NULL == c->parts || NULL != p->payload) {
+        ops->drop(t, c->ep, USNIC_DROP_TYPE);
+        return USNIC_DROP_TYPE;
+    }
+    verdict = usnic_rel_rx_check(c->rel, hdr->seq);
+    if (USNIC_RX_BEYOND == verdict) {
+        c->rel->stats.rx_beyond++;
+        ops->drop(t, c->ep, USNIC_DROP_WINDOW);
+        return USNIC_DROP_WINDOW;
+    }
+    if (USNIC_RX_DUP == verdict) {
+        /* its datagram arrived: sent again because our ACK was lost, or
+         * a copy.  Every part of one copy has the same stamp, so only its
+         * first to arrive is fresh and asks for an ACK. */
+        if (usnic_rel_rx_fresh(c->rel, false, p->lane, hdr->ts, p->now)) {
+            usnic_rel_rx_duplicate(c->rel, hdr->ts);
+            ops->ack_schedule(t, c->ep);
+        } else {
+            c->rel->stats.rx_copies++;
+        }
+        ops->drop(t, c->ep, USNIC_DROP_DUPLICATE);
+        return USNIC_DROP_DUPLICATE;
+    }
+    why = usnic_parts_add(c->parts, hdr->seq, v->chunk->msg_len, v->chunk->offset, v->payload,
+                          v->payload_len, &whole);
+    if (USNIC_PKT_OK != why) {
+        ops->drop(t, c->ep, why);
+        return why;
+    }
+    if (NULL == whole) {
+        return USNIC_PKT_OK; /* more parts to come */
+    }
+    /* The sender cuts its datagrams to us smaller from now on (its path
+     * shrank: btl_usnic_path.c), the rest of a fragment under way too: its
+     * chunks are no longer all of the size the table knew. */
+    c->reasm->chunk = 0;
+    if (USNIC_PKT_PART == whole[1]) {
+        ops->drop(t, c->ep, USNIC_DROP_TYPE); /* parts of parts: never sent */
+        return USNIC_DROP_TYPE;
+    }
+    whole_p = *p;
+    whole_p.payload = NULL;
+    whole_p.defer = false; /* the table's buffer is used again by the next part */
+    whole_p.mac_key = NULL;
+    whole_p.predict = NULL;
+    return usnic_rx_dispatch(ops, t, whole, (size_t) v->chunk->msg_len, &whole_p);
+}
+
 /*
  * Process one datagram.  Returns USNIC_PKT_OK if it was taken (or was an
  * ACK), else the reason it was dropped (already reported through ops->drop).
@@ -400,6 +473,7 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
     }
     c.memo = NULL; /* unless the lookup has one */
     c.predict = false;
+    c.parts = NULL;
     why = ops->lookup(t, hdr, &c);
     if (USNIC_PKT_OK != why) {
         ops->drop(t, NULL, why);
@@ -431,6 +505,10 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
          * not tell it for a copy */
         ops->drop(t, c.ep, USNIC_DROP_ADDRESS);
         return USNIC_DROP_ADDRESS;
+    }
+
+    if (USNIC_PKT_PART == hdr->type) {
+        return usnic_rx_part(ops, t, &c, &v, p);
     }
 
     if (USNIC_PKT_ACK == hdr->type) {

@@ -99,6 +99,63 @@ unsigned usnic_train_seal(const mca_btl_base_endpoint_t *ep, usnic_seg_t *const 
     return k;
 }
 
+/*
+ * A datagram larger than ep's path now carries (it shrank while the job
+ * ran: btl_usnic_path.c), sent as PART packets (btl_usnic_part.h): sealed
+ * whole first, as it would have gone, then cut.  Each part goes alone
+ * (not in a train), after whatever the channel's train holds.  Busy when
+ * the channel lacks a credit or a buffer for any part: the caller sends
+ * it all again later (the receiver drops the parts it has).
+ */
+static int post_parts(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t *seg,
+                      usnic_channel_t *chan)
+{
+    const struct usnic_pkt_hdr *hdr = (const struct usnic_pkt_hdr *) seg->buf;
+    uint32_t len = seg->hdr_len + seg->zc_len;
+    uint32_t per = usnic_part_payload(ep->tx_dgram_max);
+    int rc = OPAL_SUCCESS;
+
+    if (OPAL_UNLIKELY(0 == per || chan->tx_credits < (int) ((len + per - 1) / per))) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    seg->seal_later = false;
+    if (0 != ep->auth || ep->crc) {
+        usnic_pkt_seal(seg->buf, seg->hdr_len, seg->zc_ptr, seg->zc_len, &ep->tx_mac_key,
+                       &ep->tx_mac_memo, ep->auth, ep->crc);
+    }
+    if (NULL != module->backend->train_flush && 0 != chan->train.n) {
+        module->backend->train_flush(module, chan); /* keep the lane's order */
+    }
+    for (uint32_t off = 0; off < len && OPAL_SUCCESS == rc; off += per) {
+        uint32_t n = (len - off < per) ? len - off : per;
+        usnic_seg_t *part = usnic_seg_alloc(module, USNIC_SEG_SEND);
+
+        if (OPAL_UNLIKELY(NULL == part)) {
+            return OPAL_ERR_RESOURCE_BUSY;
+        }
+        part->hdr_len = (uint32_t) usnic_part_build(part->buf, seg->buf, seg->hdr_len, seg->zc_ptr,
+                                                    seg->zc_len, off, n, hdr->ts);
+        part->zc_ptr = NULL;
+        part->zc_len = 0;
+        part->payload_len = n;
+        part->refs = 1; /* ours until the backend took its own reference, if it needs one */
+        if (0 != ep->auth || ep->crc) {
+            usnic_pkt_seal(part->buf, part->hdr_len, NULL, 0, &ep->tx_mac_key, NULL, ep->auth,
+                           ep->crc);
+        }
+        rc = module->backend->send(module, chan, part, ep);
+        usnic_seg_put(part);
+        if (OPAL_SUCCESS == rc) {
+            module->stats.tx_pkts++;
+        }
+    }
+    if (OPAL_SUCCESS == rc) {
+        module->stats.tx_bytes += seg->payload_len;
+        module->stats.tx_parted++;
+    }
+    return rc;
+}
+
 /* Hand one datagram to ep's peer on channel cid, its MAC and checksum
  * computed now (its header is final) or, in a train, when the train
  * leaves.  OPAL_ERR_RESOURCE_BUSY: try later.  Any other error (the
@@ -123,6 +180,13 @@ static int post(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t
         (uint8_t) ~(USNIC_PKT_FLAG_LINK_DOWN | USNIC_PKT_FLAG_PAD);
     if (OPAL_UNLIKELY(module->link_down)) {
         ((struct usnic_pkt_hdr *) seg->buf)->flags |= USNIC_PKT_FLAG_LINK_DOWN;
+    }
+    if (OPAL_UNLIKELY(0 != ep->tx_dgram_max) && seg->hdr_len + seg->zc_len > ep->tx_dgram_max) {
+        rc = post_parts(module, ep, seg, chan);
+        if (OPAL_ERR_RESOURCE_BUSY == rc) {
+            module->stats.tx_eagain++;
+        }
+        return rc;
     }
     /* joining a train, its MAC may be computed with the others' when the
      * train leaves (usnic_train_seal) */

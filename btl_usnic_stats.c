@@ -23,6 +23,7 @@ static void collect(usnic_module_t *module)
     s->rx_copies = 0;
     s->ack_copies = 0;
     s->srtt_max_us = 0;
+    s->rx_joined = 0;
     for (item = opal_list_get_first(&module->endpoints);
          item != opal_list_get_end(&module->endpoints); item = opal_list_get_next(item)) {
         const mca_btl_base_endpoint_t *ep = (const mca_btl_base_endpoint_t *) item;
@@ -33,6 +34,7 @@ static void collect(usnic_module_t *module)
         s->frags_waited += ep->reasm.waited;
         s->rx_copies += ep->rel.stats.rx_copies;
         s->ack_copies += ep->rel.stats.ack_copies;
+        s->rx_joined += ep->rx_parts.joined;
         if (ep->rel.tx.srtt > s->srtt_max_us) {
             s->srtt_max_us = ep->rel.tx.srtt;
         }

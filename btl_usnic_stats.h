@@ -71,6 +71,10 @@
                      "tags computed 8 at a time (btl_usnic_mac_lanes)")                            \
     X(tx_held, "messages whose train was left open for the next ones (btl_usnic_tx_coalesce)")     \
     X(tx_late, "held trains sent by the liveness thread: nothing joined them within 500 us")       \
+    X(path_shrunk, "peers whose path carried smaller datagrams than before while the job ran "     \
+                   "(datagrams cut smaller from then on)")                                         \
+    X(tx_parted, "datagrams too large for a path that shrank, sent as PART packets")               \
+    X(rx_joined, "datagrams joined from the PART packets of a peer whose path shrank")             \
     X(srtt_max_us, "the largest smoothed round trip (us) of this module's peers when printed")
 
 typedef struct usnic_module_stats {

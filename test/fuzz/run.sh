@@ -26,7 +26,7 @@ runs=${FUZZ_RUNS:-150000}
 seed=${FUZZ_SEED:-1234}
 max_len=${FUZZ_MAX_LEN:-16384}
 out=${FUZZ_OUT:-$(mktemp -d /tmp/usnic-fuzz.XXXXXX)}
-CORE="btl_usnic_rel.c btl_usnic_reasm.c btl_usnic_reg.c btl_usnic_proto.c btl_usnic_auth.c"
+CORE="btl_usnic_rel.c btl_usnic_reasm.c btl_usnic_part.c btl_usnic_reg.c btl_usnic_proto.c btl_usnic_auth.c"
 CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 CFLAGS="$CFLAGS -fno-omit-frame-pointer -Wall -Wextra -I. -DBTL_USNIC_UNIT_TEST=1"
 bin="$out/fuzz_rx"

@@ -145,11 +145,12 @@
 #define HDR_CHUNK 72
 #define HDR_PUT 88
 
-#define VERSION 6 /* protocol v6: data datagrams may be padded (F_PAD) */
+#define VERSION 7 /* protocol v7: PART packets (a datagram too large for the path, in parts) */
 #define T_ACK 1
 #define T_FRAG 2
 #define T_CHUNK 3
 #define T_PUT 4
+#define T_PART 5
 #define F_ACK 0x01
 #define F_ACKREQ 0x02
 #define F_SACK 0x04
@@ -293,7 +294,9 @@ static uint32_t pkt_crc(const uint8_t *b, size_t len)
 /* Header bytes before the payload, by packet type. */
 static size_t hdr_len(int type)
 {
-    return (T_ACK == type || T_FRAG == type) ? HDR : (T_CHUNK == type) ? HDR_CHUNK : HDR_PUT;
+    return (T_ACK == type || T_FRAG == type)     ? HDR
+           : (T_CHUNK == type || T_PART == type) ? HDR_CHUNK
+                                                 : HDR_PUT;
 }
 
 /* ---- targets, sockets, counting --------------------------------------- */
@@ -714,6 +717,9 @@ static size_t craft(int type, uint64_t key, uint32_t hint, size_t plen_max)
     if (T_ACK == type) {
         flags = F_ACK | ((rnd32() & 1) ? F_SACK : 0) | ((rnd32() & 3) == 0 ? F_ACKREQ : 0);
         plen = (flags & F_SACK) ? 8 : 0;
+    } else if (T_PART == type) {
+        /* whole 64-byte units (the datagram's end may follow later) */
+        plen = (plen_max >= 64) ? 64 * (1 + below(plen_max / 64)) : plen_max;
     } else {
         flags = (uint8_t) (rnd32() & (F_ACK | F_ACKREQ));
         plen = (T_FRAG == type) ? below(plen_max + 1) : 1 + below(plen_max);
@@ -721,21 +727,32 @@ static size_t craft(int type, uint64_t key, uint32_t hint, size_t plen_max)
     put8(pk, O_VERSION, VERSION);
     put8(pk, O_TYPE, (uint8_t) type);
     put8(pk, O_FLAGS, flags);
-    put8(pk, O_TAG, (T_ACK == type) ? 0 : (uint8_t) (65 + below(8)));
+    put8(pk, O_TAG, (T_ACK == type || T_PART == type) ? 0 : (uint8_t) (65 + below(8)));
     put32(pk, O_PLEN, (uint32_t) plen);
     put64(pk, O_KEY, key);
     put32(pk, O_SRCMOD, hint);
     put32(pk, O_SEQ, (T_ACK == type) ? 0 : rnd32());
     put32(pk, O_ACK, (flags & F_ACK) ? rnd32() : 0);
-    put32(pk, O_MSGID, (T_ACK == type) ? 0 : rnd32());
+    put32(pk, O_MSGID, (T_ACK == type || T_PART == type) ? 0 : rnd32());
     put32(pk, O_TS, rnd32() | 1);
-    put32(pk, O_TSECHO, rnd32());
+    put32(pk, O_TSECHO, (T_PART == type) ? 0 : rnd32());
     put64(pk, O_MAC, rnd64());
     if (T_CHUNK == type || T_PUT == type) {
         /* a CHUNK's message stays well below any fragment size limit */
         uint64_t msg_len = plen + below((T_CHUNK == type) ? 100000 - plen : 1 << 22);
         uint64_t off = below(msg_len - plen + 1);
         put64(pk, O_MSGLEN, msg_len);
+        put64(pk, O_OFFSET, off);
+    }
+    if (T_PART == type) {
+        /* part of a datagram of at most 64 KiB, at a multiple of 64; a
+         * part that is not whole units ends its datagram */
+        uint64_t off = 64, total = 64 + plen;
+        if (0 == plen % 64) {
+            off = 64 * below((65536 - plen) / 64 + 1);
+            total = off + plen + 64 * below((65536 - off - plen) / 64 + 1);
+        }
+        put64(pk, O_MSGLEN, total);
         put64(pk, O_OFFSET, off);
     }
     if (T_PUT == type) {
@@ -831,7 +848,7 @@ static void sc_trunc_self(int t, unsigned n)
 {
     static uint8_t tmpl[MAXCRAFT];
     while (n > 0) {
-        int type = 1 + (int) below(4);
+        int type = 1 + (int) below(5);
         size_t len = craft(type, rnd64(), hint_outside(), room(t, type));
         memcpy(tmpl, pk, len);
         truncations(t, tmpl, len, &n);
@@ -839,7 +856,7 @@ static void sc_trunc_self(int t, unsigned n)
 }
 
 /* Apply field variant v (of NVARIANTS) to a fresh well-formed packet. */
-#define NVARIANTS 22
+#define NVARIANTS 25
 static void field_variant(int t, int v, uint64_t key, uint32_t hint)
 {
     size_t len;
@@ -848,7 +865,7 @@ static void field_variant(int t, int v, uint64_t key, uint32_t hint)
     /* every one but VERSION: the versions before it, the next, the high bit */
     static const uint8_t bad_versions[] = {
         0, 1, VERSION - 1, VERSION + 1, VERSION + 2, 0x80 | VERSION, 0xff};
-    static const uint8_t bad_types[] = {0, 5, 6, 7, 0x41, 0x81, 0xff};
+    static const uint8_t bad_types[] = {0, 6, 7, 8, 0x41, 0x81, 0xff};
     size_t hl;
 
     switch (v) {
@@ -987,6 +1004,53 @@ static void field_variant(int t, int v, uint64_t key, uint32_t hint)
         put64(pk, O_OFFSET, 0);
         why = R_CHUNK_RANGE;
         break;
+    case 21: /* PART with a field of its own set: flags, tag, msg_id, ack, echo */
+        len = craft(T_PART, key, hint, room(t, T_PART));
+        switch (below(5)) {
+        case 0:
+            put8(pk, O_FLAGS, (uint8_t) (F_ACK << below(2)));
+            break;
+        case 1:
+            put8(pk, O_TAG, (uint8_t) (1 + below(255)));
+            break;
+        case 2:
+            put32(pk, O_MSGID, rnd32() | 1);
+            break;
+        case 3:
+            put32(pk, O_ACK, rnd32() | 1);
+            break;
+        default:
+            put32(pk, O_TSECHO, rnd32() | 1);
+            break;
+        }
+        why = R_TYPE;
+        break;
+    case 22: /* PART at an offset that is no multiple of 64, or of a part
+              * length that is not whole units and does not end the datagram */
+        len = craft(T_PART, key, hint, room(t, T_PART));
+        if (below(2)) {
+            put64(pk, O_OFFSET, get64(pk, O_OFFSET) + 1 + below(63));
+            put64(pk, O_MSGLEN, get64(pk, O_OFFSET) + get32(pk, O_PLEN) + below(64));
+        } else {
+            len = HDR_CHUNK + 1 + below(63);
+            put32(pk, O_PLEN, (uint32_t) (len - HDR_CHUNK));
+            put64(pk, O_OFFSET, 0);
+            put64(pk, O_MSGLEN, 200 + below(60000));
+        }
+        why = R_CHUNK_RANGE;
+        break;
+    case 23: /* PART of a datagram beyond 64 KiB, or shorter than a header */
+        len = craft(T_PART, key, hint, room(t, T_PART));
+        if (below(2)) {
+            put64(pk, O_MSGLEN, 65537 + below(UINT32_MAX));
+        } else {
+            len = HDR_CHUNK + 1 + below(55);
+            put32(pk, O_PLEN, (uint32_t) (len - HDR_CHUNK));
+            put64(pk, O_OFFSET, 0);
+            put64(pk, O_MSGLEN, len - HDR_CHUNK);
+        }
+        why = R_CHUNK_RANGE;
+        break;
     default: /* several fields wrong: the first check decides */
         len = craft(type, key, hint, room(t, type));
         put8(pk, O_TYPE, 9);
@@ -1011,7 +1075,7 @@ static void sc_fields(int t, unsigned n)
 static void sc_wrongkey(int t, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
-        int type = 1 + (int) (i % 4);
+        int type = 1 + (int) (i % 5);
         uint64_t key = (0 == i % 97) ? 0 : (1 == i % 97) ? UINT64_MAX : rnd64();
         size_t len = craft(type, key, hint_outside(), room(t, type));
         send_own(t, pk, len, R_SENDER);
@@ -1024,7 +1088,7 @@ static void sc_unknown(int t, unsigned n)
     const uint32_t hints[] = {0xFFFFFF00u,     peer << 8, me << 8,
                               (peer << 8) | 1, 2u << 8,   0xFFFFFFFFu};
     for (unsigned i = 0; i < n; i++) {
-        int type = 1 + (int) below(4);
+        int type = 1 + (int) below(5);
         size_t len = craft(type, rnd64(), hints[i % 6], room(t, type));
         send_own(t, pk, len, R_SENDER);
     }
@@ -1194,7 +1258,7 @@ static void sc_spoof(int t, unsigned n)
 {
     const struct know *k = &kn[t];
     for (unsigned i = 0; i < n; i++) {
-        int type = 1 + (int) (i % 4);
+        int type = 1 + (int) (i % 5);
         size_t len = craft(type, k->key, k->hint, room(t, type));
         if (T_ACK != type) {
             put32(pk, O_SEQ, k->seq + (uint32_t) below(64));

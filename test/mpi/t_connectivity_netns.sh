@@ -13,8 +13,12 @@
 #      the "no usable path" message naming h2's address comes within 10 s
 #      and the job ends;
 #   4. the path is fine at start-up and the black hole opens while 1 MiB
-#      messages flow: the path is checked again and the job ends with the
-#      "stopped carrying" message within 20 s (it used to hang).
+#      messages flow: the path is checked again, the pair goes on with
+#      1472-byte datagrams (what was cut at 8972 goes in PART packets) and
+#      the job completes with its data intact, with the "carry on" warning
+#      (it used to hang, then to abort);
+#   5. the same with btl_usnic_connectivity_mtu_fallback 0: the job ends
+#      with the "stopped carrying" message within 20 s of the cut.
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
@@ -105,26 +109,51 @@ nsbed_exec 2 nft delete table inet usnic_cc_cut 2>/dev/null
 # whatever a port's MTU, which no real switch does).  The peer still
 # answers small datagrams; without the re-check the job hangs until its
 # timeout.
-ip -n "$NSB_HEAD" link set vh2 mtu 9000 ||
-    { fail "connectivity netns: black hole while running" "cannot restore vh2's MTU"; finish; }
-tx0=$(nsbed_ifstat 1 tx_bytes)
-nsbed_start_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i 300
-nsbed_wait_sent 1 100000000 "$tx0"
-for h in 1 2; do
-    ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 1 || echo "    (gso_max_segs not set on h$h)"
-done
-ip -n "$NSB_HEAD" link set vh2 mtu 1500
-t0=$SECONDS
-nsbed_wait_mpi
-rc=$?
-took=$((SECONDS - t0))
+# cut_while_running NAME ITERATIONS: start the ping-pong, open the black
+# hole once 100 MB went out, wait for the job; sets rc and took (seconds
+# after the cut)
+cut_while_running() {
+    ip -n "$NSB_HEAD" link set vh2 mtu 9000 ||
+        { fail "connectivity netns: $1" "cannot restore vh2's MTU"; finish; }
+    tx0=$(nsbed_ifstat 1 tx_bytes)
+    nsbed_start_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i "$2"
+    nsbed_wait_sent 1 100000000 "$tx0"
+    for h in 1 2; do
+        ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 1 || echo "    (gso_max_segs not set on h$h)"
+    done
+    ip -n "$NSB_HEAD" link set vh2 mtu 1500
+    t0=$SECONDS
+    nsbed_wait_mpi
+    rc=$?
+    took=$((SECONDS - t0))
+}
+
+# ---- 4. ... with the fallback (the default): the job goes on ----
+# (at 1472 bytes, with the kernel cutting every train on both hosts, the
+# rest of the job takes about 10 s, 20 s over the udp provider)
+EXTRA_MCA="" cut_while_running "black hole while running" 100
+parted=$(sed -n 's/.* tx_parted=\([0-9]*\).*/\1/p' "$RUN_LOG" | awk '{s+=$1} END {print s+0}')
+joined=$(sed -n 's/.* rx_joined=\([0-9]*\).*/\1/p' "$RUN_LOG" | awk '{s+=$1} END {print s+0}')
+shrunk=$(sed -n 's/.* path_shrunk=\([0-9]*\).*/\1/p' "$RUN_LOG" | awk '{s+=$1} END {print s+0}')
+if check_run "connectivity netns: black hole opened while running, data intact" $rc 2 &&
+    grep -q 'The two processes carry on' "$RUN_LOG" && grep -q 'Size in use: *8972 bytes' "$RUN_LOG" &&
+    grep -q 'Largest passed: *1472 bytes' "$RUN_LOG" && [ "$shrunk" -ge 1 ] &&
+    [ "$parted" -ge 1 ] && [ "$joined" -ge 1 ]; then
+    pass "connectivity netns: black hole opened while running: found again, 1472 used from then on, job completed ${took}s after the cut (path_shrunk=$shrunk, tx_parted=$parted, rx_joined=$joined)"
+else
+    fail "connectivity netns: black hole while running" \
+        "rc=$rc ${took}s after the cut, no 'carry on' warning with 8972/1472, or no datagram sent in parts (path_shrunk=$shrunk tx_parted=$parted rx_joined=$joined)" "$RUN_LOG"
+fi
+grep -m2 'checking the path again\|using 1472 from now on' "$RUN_LOG" | sed 's/^/    /'
+
+# ---- 5. ... without it: the job ends with the MTU error ----
+EXTRA_MCA="--mca btl_usnic_connectivity_mtu_fallback 0" cut_while_running "black hole while running, no fallback" 300
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 20 ] &&
     grep -q 'stopped carrying the' "$RUN_LOG" && grep -q 'Size in use: *8972 bytes' "$RUN_LOG" &&
     grep -q 'Largest passed: *1472 bytes' "$RUN_LOG" && ! grep -q '^OK pingpong' "$RUN_LOG"; then
-    pass "connectivity netns: black hole opened while running: found again, MTU error, job ended ${took}s after it (rc=$rc)"
+    pass "connectivity netns: black hole opened while running, mtu_fallback 0: MTU error, job ended ${took}s after the cut (rc=$rc)"
 else
-    fail "connectivity netns: black hole while running" \
+    fail "connectivity netns: black hole while running, no fallback" \
         "rc=$rc ${took}s after the cut, or no 'stopped carrying' error with 8972/1472" "$RUN_LOG"
 fi
-grep -m1 'checking the path again' "$RUN_LOG" | sed 's/^/    /'
 finish

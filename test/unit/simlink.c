@@ -247,6 +247,22 @@ static void xmit(struct sim *s, struct sim_ep *from, const uint8_t *buf, size_t 
     uint64_t start, t;
     int copies;
 
+    if (0 != s->cfg.part_max && len > s->cfg.part_max && s->now >= s->cfg.part_after_ns) {
+        /* the path shrank: in parts, each sealed as the BTL seals them */
+        uint32_t per = usnic_part_payload(s->cfg.part_max);
+        uint8_t *part = xcalloc(1, s->cfg.part_max);
+        const struct usnic_pkt_hdr *h = (const struct usnic_pkt_hdr *) (const void *) buf;
+
+        for (size_t off = 0; off < len; off += per) {
+            uint32_t n = (uint32_t) ((len - off < per) ? len - off : per);
+            size_t plen = usnic_part_build(part, buf, len, NULL, 0, off, n, h->ts);
+            sim_seal(s, from->idx, part, plen);
+            xmit(s, from, part, plen);
+        }
+        free(part);
+        s->parted++;
+        return;
+    }
     from->st.tx_pkts++;
     if (s->filter && s->filter(s, from->idx, buf, len, s->filter_arg)) {
         s->filtered++;
@@ -516,6 +532,7 @@ int sim_init(struct sim *s, const struct sim_cfg *c)
             return -1;
         }
         usnic_reg_table_init(&ep->reg);
+        usnic_parts_init(&ep->parts);
     }
     return 0;
 }
@@ -551,6 +568,7 @@ void sim_fini(struct sim *s)
         usnic_rel_fini(&ep->rel);
         usnic_reasm_table_fini(&ep->reasm);
         usnic_reg_table_fini(&ep->reg);
+        usnic_parts_fini(&ep->parts);
         free(ep->msgs);
         free(ep->seq_msg);
         free(ep->rx_log);
@@ -913,6 +931,7 @@ static enum usnic_drop_reason sim_rx_lookup(void *t, const struct usnic_pkt_hdr 
     c->memo = &ep->rx_memo;
     c->auth = ep->sim->cfg.auth;
     c->crc = ep->sim->cfg.crc;
+    c->parts = &ep->parts;
     return USNIC_PKT_OK;
 }
 

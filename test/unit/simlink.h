@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "btl_usnic_auth.h"
+#include "btl_usnic_part.h"
 #include "btl_usnic_proto.h"
 #include "btl_usnic_reasm.h"
 #include "btl_usnic_reg.h"
@@ -156,6 +157,12 @@ struct sim_cfg {
      * (usnic_rx_params.payload), as the kernel backend's direct receive
      * hands it over; only without CRC and auth full */
     bool split;
+    /* a path that shrinks: from part_after_ns on, the link drops every
+     * datagram longer than part_max bytes, and senders send those as PART
+     * packets (btl_usnic_part.h), as the BTL does once it found out; 0:
+     * never */
+    uint32_t part_max;
+    uint64_t part_after_ns;
 };
 
 struct sim_msg {
@@ -242,6 +249,7 @@ struct sim_ep {
 
     struct usnic_rel rel;
     struct usnic_reasm_table reasm;
+    struct usnic_parts parts; /* the peer's PART packets, joined */
     struct usnic_reasm_alloc alloc;
     struct usnic_reg_table reg;
 
@@ -308,6 +316,7 @@ struct sim {
 
     uint64_t steps;
     uint64_t lost, filtered, duplicated, delayed, foreign, forged;
+    uint64_t parted; /* datagrams sent as PART packets (cfg.part_max) */
     uint64_t rx_src; /* the source of the datagram being processed */
     uint64_t errors;
     char err[256];

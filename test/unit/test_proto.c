@@ -181,8 +181,8 @@ static void test_parse_malformed(void)
     /* unknown type */
     len = mk(buf, 0, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
     expect_reason("malformed/type_0", buf, len, MAXMSG, USNIC_DROP_TYPE);
-    len = mk(buf, 5, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
-    expect_reason("malformed/type_5", buf, len, MAXMSG, USNIC_DROP_TYPE);
+    len = mk(buf, 6, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
+    expect_reason("malformed/type_6", buf, len, MAXMSG, USNIC_DROP_TYPE);
     len = mk(buf, 0xFF, USNIC_PKT_FLAG_ACK, NULL, NULL, NULL, 0);
     expect_reason("malformed/type_255", buf, len, MAXMSG, USNIC_DROP_TYPE);
 
@@ -2358,6 +2358,137 @@ static void test_predict(void)
     free(a);
 }
 
+/* A datagram of len bytes cut into parts of per bytes (a multiple of
+ * USNIC_PART_UNIT), built, parsed and joined; order: the parts' indices
+ * in the order they are given (repeats allowed).  Returns the joined
+ * datagram or NULL; *why the first drop reason other than DUPLICATE. */
+static const uint8_t *parts_join(struct usnic_parts *t, const uint8_t *dgram, size_t len,
+                                 size_t head, uint32_t per, const unsigned *order, unsigned n,
+                                 enum usnic_drop_reason *why)
+{
+    static uint64_t buf[(USNIC_PART_DGRAM_MAX + USNIC_HDR_LEN_CHUNK) / 8 + 1];
+    const uint8_t *whole = NULL;
+
+    *why = USNIC_PKT_OK;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t off = (uint64_t) order[i] * per;
+        uint32_t m = (uint32_t) ((len - off < per) ? len - off : per);
+        struct usnic_pkt_view v;
+        size_t plen =
+            usnic_part_build((uint8_t *) buf, dgram, head, dgram + head, len - head, off, m, 77);
+        enum usnic_drop_reason r = usnic_pkt_parse(buf, plen, MAXMSG, &v);
+        const uint8_t *w = NULL;
+
+        if (USNIC_PKT_OK == r) {
+            r = usnic_parts_add(t, v.hdr->seq, v.chunk->msg_len, v.chunk->offset, v.payload,
+                                v.payload_len, &w);
+        }
+        if (USNIC_PKT_OK != r && USNIC_DROP_DUPLICATE != r && USNIC_PKT_OK == *why) {
+            *why = r;
+        }
+        if (NULL != w) {
+            whole = w;
+        }
+    }
+    return whole;
+}
+
+/* Datagrams in parts (btl_usnic_part.h): random sizes, cuts and orders,
+ * with repeats; the rules; five datagrams in the four slots. */
+static void test_parts(void)
+{
+    struct sim_rng r;
+    struct usnic_parts t;
+    static uint8_t dgram[USNIC_PART_DGRAM_MAX];
+    unsigned order[2 * (USNIC_PART_DGRAM_MAX / USNIC_PART_UNIT)];
+    enum usnic_drop_reason why;
+    const uint8_t *w;
+    int bad = 0, early = 0;
+    uint64_t joined_want = 0;
+
+    check_seed = 0x9A27;
+    sim_rng_seed(&r, check_seed);
+    usnic_parts_init(&t);
+    for (int it = 0; it < 300 && 0 == bad; it++) {
+        size_t len = (size_t) sim_rng_range(&r, 56, USNIC_PART_DGRAM_MAX - 1);
+        uint32_t per = (uint32_t) sim_rng_range(&r, 1, 140) * USNIC_PART_UNIT;
+        unsigned n = (unsigned) ((len + per - 1) / per), k = 0;
+        struct usnic_pkt_hdr *h = (struct usnic_pkt_hdr *) (void *) dgram;
+
+        sim_msg_fill(sim_rng_next(&r), 0, dgram, len);
+        h->seq = (uint32_t) it * 7u;
+        h->lane = (uint8_t) (it & 1);
+        /* every part once in random order, some twice, the last one last */
+        for (unsigned i = 0; i + 1 < n; i++) {
+            order[k++] = i;
+            if (sim_rng_below(&r, 4) == 0) {
+                order[k++] = i;
+            }
+        }
+        sim_rng_shuffle32(&r, order, k);
+        order[k++] = n - 1;
+        w = parts_join(&t, dgram, len, (size_t) sim_rng_range(&r, 56, len), per, order, k, &why);
+        joined_want++;
+        if (NULL == w || USNIC_PKT_OK != why || 0 != memcmp(w, dgram, len)) {
+            bad = it + 1;
+        }
+    }
+    check(0 == bad && t.joined == joined_want, "parts/random_cuts_orders_repeats_joined_intact",
+          "failed at datagram %d (why %s), joined %" PRIu64, bad - 1, usnic_drop_reason_name(why),
+          t.joined);
+
+    /* a copy cut at another size fills what the first left: still intact */
+    {
+        size_t len = 9000;
+        unsigned first[] = {0, 2}, second[] = {0, 1, 2, 3, 4, 5, 6};
+        sim_msg_fill(99, 0, dgram, len);
+        ((struct usnic_pkt_hdr *) (void *) dgram)->seq = 4242;
+        ((struct usnic_pkt_hdr *) (void *) dgram)->lane = 1;
+        w = parts_join(&t, dgram, len, 88, 2048, first, 2, &why);
+        early = (NULL != w);
+        w = parts_join(&t, dgram, len, 88, 1408, second, 7, &why);
+        check(!early && NULL != w && 0 == memcmp(w, dgram, len),
+              "parts/two_cuts_of_one_datagram_join_intact", "early %d joined %d", early, NULL != w);
+    }
+
+    /* the rules */
+    {
+        const uint8_t *x;
+        check(USNIC_DROP_CHUNK_RANGE == usnic_parts_add(&t, 1, 1000, 32, dgram, 64, &x) &&
+                  USNIC_DROP_CHUNK_RANGE == usnic_parts_add(&t, 1, 1000, 0, dgram, 100, &x) &&
+                  USNIC_DROP_CHUNK_RANGE == usnic_parts_add(&t, 1, 1000, 960, dgram, 64, &x) &&
+                  USNIC_DROP_CHUNK_RANGE ==
+                      usnic_parts_add(&t, 1, USNIC_PART_DGRAM_MAX + 1, 0, dgram, 64, &x) &&
+                  USNIC_DROP_CHUNK_RANGE == usnic_parts_add(&t, 1, 40, 0, dgram, 40, &x) &&
+                  USNIC_DROP_CHUNK_RANGE == usnic_parts_add(&t, 1, 1000, 0, dgram, 0, &x),
+              "parts/misaligned_short_long_or_empty_rejected", "a bad part was taken");
+        check(USNIC_PKT_OK == usnic_parts_add(&t, 2, 1000, 0, dgram, 512, &x) && NULL == x &&
+                  USNIC_DROP_DUPLICATE == usnic_parts_add(&t, 2, 1000, 0, dgram, 512, &x) &&
+                  USNIC_DROP_DUPLICATE == usnic_parts_add(&t, 2, 1000, 128, dgram, 64, &x) &&
+                  USNIC_PKT_OK == usnic_parts_add(&t, 2, 1000, 512, dgram + 512, 488, &x) &&
+                  x != NULL && 0 == memcmp(x, dgram, 1000),
+              "parts/repeat_is_duplicate_and_tail_completes", "unexpected verdicts");
+    }
+
+    /* four slots: a fifth datagram takes the one begun longest ago */
+    {
+        const uint8_t *x;
+        uint64_t ev = t.evicted;
+        bool ok = true;
+        for (uint32_t s = 100; s < 105; s++) {
+            ok = ok && USNIC_PKT_OK == usnic_parts_add(&t, s, 256, 0, dgram, 128, &x) && NULL == x;
+        }
+        /* 100 was evicted: its second half begins it anew; 101 completes */
+        ok = ok && USNIC_PKT_OK == usnic_parts_add(&t, 100, 256, 128, dgram + 128, 128, &x) &&
+             NULL == x;
+        ok = ok && USNIC_PKT_OK == usnic_parts_add(&t, 102, 256, 128, dgram + 128, 128, &x) &&
+             NULL != x && 0 == memcmp(x, dgram, 256);
+        check(ok && t.evicted >= ev + 2, "parts/fifth_datagram_evicts_the_oldest",
+              "ok %d evicted %" PRIu64, ok, t.evicted - ev);
+    }
+    usnic_parts_fini(&t);
+}
+
 static void test_names(void)
 {
     bool ok = true;
@@ -2378,7 +2509,8 @@ static void test_names(void)
          !strcmp(usnic_pkt_type_name(USNIC_PKT_FRAG), "FRAG") &&
          !strcmp(usnic_pkt_type_name(USNIC_PKT_CHUNK), "CHUNK") &&
          !strcmp(usnic_pkt_type_name(USNIC_PKT_PUT), "PUT") &&
-         !strcmp(usnic_pkt_type_name(0), "UNKNOWN") && !strcmp(usnic_pkt_type_name(5), "UNKNOWN");
+         !strcmp(usnic_pkt_type_name(USNIC_PKT_PART), "PART") &&
+         !strcmp(usnic_pkt_type_name(0), "UNKNOWN") && !strcmp(usnic_pkt_type_name(6), "UNKNOWN");
     check(ok, "names/drop_reasons_and_types", "a name is missing, duplicated or wrong");
 }
 
@@ -2391,6 +2523,7 @@ static size_t hdr_len_of(unsigned type)
     case USNIC_PKT_FRAG:
         return 56; /* the common header */
     case USNIC_PKT_CHUNK:
+    case USNIC_PKT_PART:
         return 56 + 16;
     case USNIC_PKT_PUT:
         return 56 + 16 + 16;
@@ -2443,6 +2576,15 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
         return true;
     }
     memcpy(&c, b + sizeof(h), sizeof(c));
+    if (USNIC_PKT_PART == h.type) {
+        /* a part of a whole datagram of 56 B to 64 KiB, cut at multiples
+         * of 64 bytes, with nothing of its own but the sender and seq */
+        return 0 == h.flags && 0 == h.tag && 0 == h.msg_id && 0 == h.ack_seq && 0 == h.ts_echo &&
+               c.msg_len >= 56 && c.msg_len <= 65536 && 0 != h.payload_len &&
+               c.offset <= c.msg_len && h.payload_len <= c.msg_len - c.offset &&
+               0 == c.offset % 64 &&
+               (0 == h.payload_len % 64 || c.offset + h.payload_len == c.msg_len);
+    }
     if (0 == c.msg_len || 0 == h.payload_len || (USNIC_PKT_CHUNK == h.type && c.msg_len > max) ||
         c.offset > c.msg_len || h.payload_len > c.msg_len - c.offset) {
         return false;
@@ -2491,7 +2633,7 @@ static size_t random_valid(struct sim_rng *r, uint8_t *b, uint64_t max)
     struct usnic_chunk_hdr c;
     struct usnic_put_hdr p;
     uint8_t pay[1500];
-    unsigned type = 1 + (unsigned) sim_rng_below(r, 4);
+    unsigned type = 1 + (unsigned) sim_rng_below(r, 5);
     uint32_t plen = (USNIC_PKT_ACK == type) ? 0 : (uint32_t) sim_rng_range(r, 1, 1400);
     unsigned flags = (USNIC_PKT_ACK == type ? USNIC_PKT_FLAG_ACK : 0) |
                      (unsigned) sim_rng_below(r, 2) * USNIC_PKT_FLAG_ACK |
@@ -2518,6 +2660,19 @@ static size_t random_valid(struct sim_rng *r, uint8_t *b, uint64_t max)
     memset(&c, 0, sizeof(c));
     c.msg_len = msg_len;
     c.offset = sim_rng_range(r, 0, msg_len - plen);
+    if (USNIC_PKT_PART == type) {
+        /* a part: 64-byte units of a datagram of at most 64 KiB */
+        plen = (uint32_t) sim_rng_range(r, 1, 21) * 64u;
+        c.msg_len = sim_rng_range(r, plen / 64, 65536 / 64) * 64;
+        c.offset = sim_rng_range(r, 0, (c.msg_len - plen) / 64) * 64;
+        if (sim_rng_below(r, 2) && c.offset + plen == c.msg_len && c.msg_len < 65536) {
+            c.msg_len += sim_rng_range(r, 0, 63); /* a tail of any length */
+            plen = (uint32_t) (c.msg_len - c.offset);
+        }
+        sim_msg_fill(sim_rng_next(r), 0, pay, plen);
+        sim_hdr_init(&h, type, 0, 0, (uint32_t) sim_rng_next(r), KEY, (uint32_t) sim_rng_next(r),
+                     0);
+    }
     p.reg_key = sim_rng_next(r);
     p.reg_offset = sim_rng_below(r, 1ull << 40);
     return sim_pkt_build(b, 4096, &h, (type >= USNIC_PKT_CHUNK) ? &c : NULL,
@@ -2632,7 +2787,8 @@ static void test_fuzz(void)
         }
         if (USNIC_PKT_OK == got) {
             size_t hl = hdr_len_of(copy[1]);
-            bool chunked = copy[1] == USNIC_PKT_CHUNK || copy[1] == USNIC_PKT_PUT;
+            bool chunked =
+                copy[1] == USNIC_PKT_CHUNK || copy[1] == USNIC_PKT_PUT || copy[1] == USNIC_PKT_PART;
             uint32_t plen;
             memcpy(&plen, copy + 4, sizeof(plen));
             if ((const void *) v.hdr != copy || v.payload != copy + hl || v.payload_len != plen ||
@@ -2696,6 +2852,7 @@ int main(void)
     test_put_end_to_end();
     test_dump();
     test_names();
+    test_parts();
     test_mac();
     test_mac_lanes();
     test_mac_ahead_rx();

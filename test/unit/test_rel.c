@@ -1401,6 +1401,9 @@ enum {
 
 /* set by the deferred-chunk cases: receive batches (sim_cfg.defer) */
 static bool mix_defer;
+/* a path that shrinks (sim_cfg.part_max), 0: none; from mix_part_after_ns on */
+static uint32_t mix_part_max;
+static uint64_t mix_part_after_ns;
 
 static void run_mix_case_ex(const char *label, uint64_t seed, double loss, double dup,
                             double reorder, double send_fail, bool no_sack, int expect_retrans);
@@ -1431,6 +1434,8 @@ static void run_mix_case_ex(const char *label, uint64_t seed, double loss, doubl
     cfg.send_fail = send_fail;
     cfg.no_sack = no_sack;
     cfg.defer = mix_defer;
+    cfg.part_max = mix_part_max;
+    cfg.part_after_ns = mix_part_after_ns;
     sim_init(&s, &cfg);
     sim_rng_seed(&rng, seed ^ 0xABCDEF);
     zone_init(&s, SIM_B, &zb, 300 * 1024); /* A PUTs into B */
@@ -1492,6 +1497,16 @@ static void run_mix_case_ex(const char *label, uint64_t seed, double loss, doubl
               s.ep[1].st.delivered_pieces, sum);
     }
 
+    if (0 != mix_part_max) {
+        /* every datagram too long for the shrunk path went in parts, and
+         * each was joined again (the rest of the checks: intact, once) */
+        uint64_t joined = s.ep[0].parts.joined + s.ep[1].parts.joined;
+        snprintf(name, sizeof(name), "mix/%s/datagrams_joined_from_parts", label);
+        check(s.parted > 100 && joined > 100 && (loss > 0 || dup > 0 || joined == s.parted), name,
+              "parted %" PRIu64 " joined %" PRIu64 " (%" PRIu64 "+%" PRIu64 " evicted): %s",
+              s.parted, joined, s.ep[0].parts.evicted, s.ep[1].parts.evicted, sum);
+    }
+
     snprintf(name, sizeof(name), "mix/%s/only_expected_drop_reasons", label);
     why[0] = '\0';
     {
@@ -1544,6 +1559,19 @@ static void test_mix_matrix(void)
     run_mix_case("defer_loss1_dup5_reorder", 0x1014, 0.01, 0.05, 0.2, RETRANS_SOME);
     run_mix_case("defer_loss10_dup5_reorder", 0x1013, 0.10, 0.05, 0.2, RETRANS_SOME);
     mix_defer = false;
+    /* a path that shrinks under way: datagrams over 700 (600) bytes go in
+     * parts of 640 (512), from the start or from 300 us on */
+    mix_part_max = 700;
+    run_mix_case("part_clean", 0x1021, 0.0, 0.0, 0.0, RETRANS_ZERO);
+    mix_part_max = 600;
+    mix_part_after_ns = 300 * US;
+    run_mix_case("part_loss1_dup5_reorder", 0x1022, 0.01, 0.05, 0.2, RETRANS_SOME);
+    run_mix_case("part_loss10_dup5_reorder", 0x1023, 0.10, 0.05, 0.2, RETRANS_SOME);
+    mix_defer = true;
+    run_mix_case("part_defer_loss5_dup5", 0x1024, 0.05, 0.05, 0.0, RETRANS_SOME);
+    mix_defer = false;
+    mix_part_max = 0;
+    mix_part_after_ns = 0;
     /* local post failures go out later from the resend queue (which reorders them) */
     run_mix_case_ex("loss0_postfail5", 0x1007, 0.0, 0.0, 0.0, 0.05, false, RETRANS_ANY);
     /* cumulative ACKs only (no SACK bitmaps) under loss, duplication and reordering */
@@ -1835,6 +1863,70 @@ static void tail_case(const char *name, bool tlp, int burst, int lose_from_end)
               name, "recovered after %" PRIu64 " ns (rto_min %" PRIu64 "): %s %s; %s", recovery,
               cfg.rto_min_ns, why, s.err, sum);
     }
+    sim_fini(&s);
+}
+
+/* An MTU black hole: A's datagrams longer than the byte count in arg
+ * vanish; its pings (ACK packets) and all of B's pass. */
+static int drop_long_from_a(struct sim *s, int from, const uint8_t *pkt, size_t len, void *arg)
+{
+    (void) s;
+    (void) pkt;
+    return SIM_A == from && len > *(const size_t *) arg;
+}
+
+/*
+ * Data that never arrives, while the peer answers every ping at once:
+ * the retransmission timeout must keep doubling.  A ping's answer that
+ * reports nothing delivered used to end the backoff, and the loss
+ * detection then resent the whole window at every timeout of about 200 us
+ * (in the BTL, 800,000 datagrams of 8972 bytes in the 4 s before the
+ * path was found to have shrunk).  Then the path carries the data again
+ * (the BTL sends it in parts): everything arrives, intact.
+ */
+static void test_blackhole_backoff(void)
+{
+    struct sim_cfg cfg;
+    struct sim s;
+    char why[512] = "", sum[1024];
+    size_t small = 200;
+    uint64_t resent, window, timeouts, answered;
+    int rc = 0;
+
+    check_seed = 0xB1AC;
+    sim_cfg_default(&cfg);
+    cfg.seed = check_seed;
+    sim_init(&s, &cfg);
+    for (int k = 0; k < 20 && 0 == rc; k++) { /* round trips measured */
+        sim_send(&s, SIM_A, 100, (uint8_t) k);
+        sim_send(&s, SIM_B, 100, (uint8_t) k);
+        rc = sim_run(&s, SIM_LIMIT_NS);
+    }
+    s.filter = drop_long_from_a;
+    s.filter_arg = &small;
+    for (int k = 0; k < 8; k++) {
+        sim_send(&s, SIM_A, 60000, (uint8_t) k);
+    }
+    resent = s.ep[0].st.tx_resent;
+    answered = s.ep[0].rel.stats.probes_answered;
+    timeouts = s.ep[0].rel.stats.retrans_timeout;
+    rc = sim_run(&s, 1000 * MS); /* one second of the hole: not done */
+    resent = s.ep[0].st.tx_resent - resent;
+    answered = s.ep[0].rel.stats.probes_answered - answered;
+    timeouts = s.ep[0].rel.stats.retrans_timeout - timeouts;
+    window = cfg.tx_win[0];
+    sim_summary(&s, sum, sizeof(sum));
+    check(0 != rc && answered >= 5 && timeouts >= 5 && timeouts <= 30 && resent <= 30 * window,
+          "blackhole/timeout_doubles_while_pings_are_answered",
+          "in 1 s: %" PRIu64 " timeouts, %" PRIu64 " pings answered, %" PRIu64
+          " segments resent (window %" PRIu64 "): %s",
+          timeouts, answered, resent, window, sum);
+    s.filter = NULL;
+    s.errors = 0; /* (the run above stopped at its time limit on purpose) */
+    s.err[0] = '\0';
+    rc = sim_run(&s, SIM_LIMIT_NS);
+    rc = (0 == rc) ? sim_verify(&s, why, sizeof(why)) : rc;
+    check(0 == rc, "blackhole/data_intact_once_the_path_carries_it", "%s %s; %s", why, s.err, sum);
     sim_fini(&s);
 }
 
@@ -2504,6 +2596,7 @@ int main(void)
     test_fast_retransmit();
     test_sack_reach();
     test_tail_loss();
+    test_blackhole_backoff();
     test_rx_path_dup_beyond();
     test_rx_path_bad_ack();
     test_rx_path_replayed_acks();
