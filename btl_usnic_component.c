@@ -52,7 +52,12 @@ usnic_component_t mca_btl_usnic_component = {
 
 static int usnic_component_register(void)
 {
-    return usnic_register_params();
+    int rc = usnic_register_params();
+
+    if (OPAL_SUCCESS == rc) {
+        usnic_stats_register_pvars(&mca_btl_usnic_component.super.btl_version);
+    }
+    return rc;
 }
 
 static int usnic_component_open(void)

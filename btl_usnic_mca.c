@@ -507,6 +507,14 @@ static const usnic_tunable_t usnic_tunables[] = {
                "When the connectivity check finds that a path drops datagrams of the pair's "
                "full size but carries smaller ones (an MTU black hole), use the largest size "
                "that passed and warn once (1), or abort the job with an error (0)"),
+    TUNE_RANGE_OR("connectivity_recheck_after", connectivity_recheck_after, OPAL_INFO_LVL_5, 1000,
+                  "0 (never)", 0, 0, 10, 3600000,
+                  "Milliseconds a datagram of data may stay unacknowledged through retransmission "
+                  "timeouts, while the peer still answers, before its path is checked again as "
+                  "at start-up (an MTU black hole that opened while the job runs: "
+                  "btl_usnic_connectivity_mtu_fallback decides what follows; a check that finds "
+                  "the path fine waits 10 s before the next).  0 = never (a black hole opening "
+                  "mid-job then hangs the job)"),
     TUNE_STR("connectivity_map", connectivity_map, OPAL_INFO_LVL_3, "", NULL,
              "Write a file per process named <this value>-<host>-pid<pid>-rank<rank>.txt saying "
              "which local interface talks to which peer interface, with the checked datagram "

@@ -297,6 +297,7 @@ void usnic_path_settle(mca_btl_base_endpoint_t *ep)
 
 void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes, uint64_t now)
 {
+    const int stuck_after = mca_btl_usnic_component.params.connectivity_recheck_after;
     char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
 
     if (0 == ep->stuck_since || seq != ep->stuck_seq) {
@@ -305,7 +306,8 @@ void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes,
         return;
     }
     /* (a small datagram lost again and again is no matter of size) */
-    if (usnic_elapsed_us(now, ep->stuck_since) < USNIC_PATH_STUCK_US || !path_on ||
+    if (0 == stuck_after ||
+        usnic_elapsed_us(now, ep->stuck_since) < (uint64_t) stuck_after * 1000u || !path_on ||
         0 == ep->remote.live_port || 0 != ep->recheck_handle || now < ep->recheck_after ||
         USNIC_PATH_PENDING == ep->path_state || ep->dead || bytes <= USNIC_CC_MIN_USEFUL) {
         return;

@@ -55,13 +55,15 @@ static inline void usnic_path_ready(mca_btl_base_endpoint_t *ep)
  * switch port is reconfigured): the peer still answers our pings and
  * ACKs, so it is not declared dead, but the datagrams that carry data
  * never arrive, and the job would hang.  When one large segment has gone
- * unacknowledged through timeouts for USNIC_PATH_STUCK_US, the path is
- * checked again (as before the first traffic: small and full-size
- * datagrams with DF).  If full-size datagrams vanish while smaller ones
- * pass, the job ends with an error that says so; otherwise the segment
- * was only unlucky and the job goes on.
+ * unacknowledged through timeouts for btl_usnic_connectivity_recheck_after
+ * milliseconds (1 s by default; 0: never), the path is checked again (as
+ * before the first traffic: small and full-size datagrams with DF).  If
+ * full-size datagrams vanish while smaller ones pass, the pair goes on
+ * with the smaller size (datagrams cut before go in parts:
+ * btl_usnic_part.h), or with btl_usnic_connectivity_mtu_fallback 0 the job
+ * ends with an error that says so; otherwise the segment was only unlucky
+ * and the job goes on.
  */
-#define USNIC_PATH_STUCK_US 1000000u
 /* a check again no sooner than this after one found the path fine */
 #define USNIC_PATH_RECHECK_GAP_US 10000000u
 void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes, uint64_t now);

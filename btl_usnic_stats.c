@@ -1,7 +1,10 @@
 /* Counters: the one-line summary printed at finalize (btl_usnic_print_stats). */
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "opal/mca/base/mca_base_pvar.h"
 #include "opal/util/proc.h"
 
 #include "btl_usnic.h"
@@ -83,7 +86,7 @@ void usnic_stats_format(const usnic_module_t *module, const char *prefix, char *
 
 void usnic_stats_print(usnic_module_t *module)
 {
-    char line[2048];
+    char line[4096];
 
     if (!mca_btl_usnic_component.params.print_stats) {
         return;
@@ -91,4 +94,74 @@ void usnic_stats_print(usnic_module_t *module)
     collect(module);
     usnic_stats_format(module, "[usnic stats]", line, sizeof(line));
     opal_output(0, "%s", line);
+}
+
+/* ---- MPI_T performance variables ----
+ *
+ * Every counter of the stats line is also a performance variable,
+ * btl_usnic_<name> (and btl_usnic_drop_<REASON> for each drop reason):
+ * class COUNTER (srtt_max_us: LEVEL), one MPI_UNSIGNED_LONG, the sum over
+ * the process's modules (srtt_max_us: the largest), bound to no object,
+ * read-only and continuous.  Reads take the component's lock, as the
+ * progress engine does. */
+
+/* Where a variable's counter is in usnic_module_stats_t (its ctx). */
+#define PVAR_AT(ctx) ((size_t) (uintptr_t) (ctx))
+
+static int pvar_read(const mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    usnic_component_t *c = &mca_btl_usnic_component;
+    const size_t at = PVAR_AT(pvar->ctx);
+    const bool largest = (offsetof(usnic_module_stats_t, srtt_max_us) == at);
+    uint64_t v = 0;
+
+    (void) obj;
+    usnic_lock();
+    for (int i = 0; i < c->num_modules; i++) {
+        uint64_t x;
+        collect(c->modules[i]);
+        memcpy(&x, (const char *) &c->modules[i]->stats + at, sizeof(x));
+        v = largest ? (x > v ? x : v) : v + x;
+    }
+    usnic_unlock();
+    *(unsigned long *) value = (unsigned long) v;
+    return OPAL_SUCCESS;
+}
+
+static int pvar_notify(mca_base_pvar_t *pvar, mca_base_pvar_event_t event, void *obj, int *count)
+{
+    (void) pvar;
+    (void) obj;
+    if (MCA_BASE_PVAR_HANDLE_BIND == event) {
+        *count = 1; /* the process's total, however many modules it has */
+    }
+    return OPAL_SUCCESS;
+}
+
+static void pvar_add(const mca_base_component_t *comp, const char *name, const char *desc,
+                     int var_class, size_t at)
+{
+    (void) mca_base_component_pvar_register(
+        comp, name, desc, OPAL_INFO_LVL_4, var_class, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL,
+        MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+        pvar_read, NULL, pvar_notify, (void *) (uintptr_t) at);
+}
+
+void usnic_stats_register_pvars(const mca_base_component_t *comp)
+{
+    char name[64], desc[160];
+
+#define USNIC_STATS_PVAR(field, text)                                                              \
+    pvar_add(comp, #field, text,                                                                   \
+             0 == strcmp(#field, "srtt_max_us") ? MCA_BASE_PVAR_CLASS_LEVEL                        \
+                                                : MCA_BASE_PVAR_CLASS_COUNTER,                     \
+             offsetof(usnic_module_stats_t, field));
+    USNIC_STATS_FIELDS(USNIC_STATS_PVAR)
+#undef USNIC_STATS_PVAR
+    for (int r = 1; r < USNIC_DROP__COUNT; r++) {
+        snprintf(name, sizeof(name), "drop_%s", usnic_drop_reason_name(r));
+        snprintf(desc, sizeof(desc), "received packets dropped: %s", usnic_drop_reason_desc(r));
+        pvar_add(comp, name, desc, MCA_BASE_PVAR_CLASS_COUNTER,
+                 offsetof(usnic_module_stats_t, drops) + (size_t) r * sizeof(uint64_t));
+    }
 }

@@ -89,6 +89,9 @@ struct usnic_module;
 /* Format the one-line summary of a module into buf. */
 void usnic_stats_format(const struct usnic_module *module, const char *prefix, char *buf,
                         size_t len);
+/* The counters as MPI_T performance variables (btl_usnic_<name>). */
+struct mca_base_component_2_1_0_t;
+void usnic_stats_register_pvars(const struct mca_base_component_2_1_0_t *comp);
 /* Print it through opal_output when btl_usnic_print_stats is set. */
 void usnic_stats_print(struct usnic_module *module);
 

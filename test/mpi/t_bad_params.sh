@@ -68,6 +68,8 @@ expect_help "timeout ceiling below floor" \
     "Parameter: btl_usnic_retrans_timeout_max" "at least btl_usnic_retrans_timeout_min"
 expect_help "tlp neither on nor off" "--mca btl_usnic_tlp 2" \
     "Parameter: btl_usnic_tlp" "1 (on) or 0 (off)"
+expect_help "recheck_after between never and 10 ms" "--mca btl_usnic_connectivity_recheck_after 5" \
+    "Parameter: btl_usnic_connectivity_recheck_after" "0 (never)" "$NODEV"
 IF_OVERRIDE='' expect_help "missing interface" "--mca btl_usnic_if_include nosuchif0" \
     "found no usable network device" "btl_usnic_if_include: *nosuchif0"
 
@@ -150,7 +152,8 @@ expect_help "two bad values" "--mca btl_usnic_send_window -3 --mca btl_usnic_tlp
 EXTRA_MCA="--mca btl_usnic_sd_num 65536 --mca btl_usnic_cq_num 70000
            --mca btl_usnic_debug_isn 2147483647 --mca btl_usnic_auth FULL
            --mca btl_usnic_checksum 1 --mca btl_usnic_udp_sockbuf 4M
-           --mca btl_usnic_priority_limit 8 --mca btl_usnic_debug_corrupt_rate 0" \
+           --mca btl_usnic_priority_limit 8 --mca btl_usnic_debug_corrupt_rate 0
+           --mca btl_usnic_connectivity_recheck_after 3600000" \
     TEST_TIMEOUT=60 run_mpi 2 "$BIN"
 rc=$?
 if grep -q "invalid MCA parameter value" "$RUN_LOG"; then
