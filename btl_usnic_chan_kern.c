@@ -1138,7 +1138,7 @@ static bool kern_train_joins(usnic_module_t *module, usnic_channel_t *chan, uint
     if (!chan->train.closed) {
         return true;
     }
-    pad = chan->train.seg_len - (prev->hdr_len + prev->zc_len);
+    pad = chan->train.seg_len - usnic_seg_wire_len(prev);
     if (0 != chan->train.pad[last] || pad > sizeof(kern_zeros) ||
         chan->train.bytes + pad + len > KERN_TRAIN_BYTES || !usnic_train_pad(module, prev, ep)) {
         return false;
@@ -1152,7 +1152,7 @@ static bool kern_train_joins(usnic_module_t *module, usnic_channel_t *chan, uint
 static int kern_train_add(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t *seg,
                           const mca_btl_base_endpoint_t *ep)
 {
-    uint32_t len = seg->hdr_len + seg->zc_len;
+    uint32_t len = usnic_seg_wire_len(seg);
 
     if (!chan->gso) {
         return kern_send(module, chan, seg, ep);

@@ -674,7 +674,7 @@ static int send_detour(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_
                        const mca_btl_base_endpoint_t *ep)
 {
     const usnic_component_t *c = &mca_btl_usnic_component;
-    uint32_t len = seg->hdr_len + seg->zc_len;
+    uint32_t len = usnic_seg_wire_len(seg);
 
     for (int i = 0; i < c->num_modules; i++) {
         usnic_module_t *m = c->modules[i];

@@ -134,7 +134,7 @@ static void endpoint_timer(mca_btl_base_endpoint_t *ep, uint64_t now)
         struct usnic_rel_seg *r = usnic_rel_tx_oldest(&ep->rel);
         if (ep->rel.stats.retrans_timeout != timeouts && NULL != r) {
             const usnic_seg_t *seg = usnic_seg_of(r);
-            usnic_path_stuck(ep, r->seq, seg->hdr_len + seg->zc_len, now);
+            usnic_path_stuck(ep, r->seq, usnic_seg_wire_len(seg), now);
         }
         USNIC_VERBOSE(30,
                       "%s: %s to module 0x%x: oldest seq %u, %u in flight, srtt %llu us, "
@@ -188,7 +188,7 @@ static void op_acked(struct usnic_rel *rel, struct usnic_rel_seg *r)
     usnic_seg_t *seg = usnic_seg_of(r);
     usnic_frag_t *frag = seg->frag;
 
-    ep->inflight_bytes -= seg->hdr_len + seg->zc_len;
+    ep->inflight_bytes -= usnic_seg_wire_len(seg);
     if (NULL != frag && USNIC_FRAG_SMALL != frag->kind) {
         seg->frag = NULL;
         if (0 == --frag->chunks_unacked && frag->sent && !frag->early_listed) {

@@ -69,6 +69,13 @@ typedef struct usnic_seg {
 } usnic_seg_t;
 OBJ_CLASS_DECLARATION(usnic_seg_t);
 
+/* The bytes the segment's datagram has on the wire (headers, inline and
+ * zero-copy payload; not a train's padding). */
+static inline uint32_t usnic_seg_wire_len(const usnic_seg_t *seg)
+{
+    return seg->hdr_len + seg->zc_len;
+}
+
 /* The segment whose reliability state r is. */
 static inline usnic_seg_t *usnic_seg_of(struct usnic_rel_seg *r)
 {

@@ -111,7 +111,7 @@ static int post_parts(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
                       usnic_channel_t *chan)
 {
     const struct usnic_pkt_hdr *hdr = (const struct usnic_pkt_hdr *) seg->buf;
-    uint32_t len = seg->hdr_len + seg->zc_len;
+    uint32_t len = usnic_seg_wire_len(seg);
     uint32_t per = usnic_part_payload(ep->tx_dgram_max);
     int rc = OPAL_SUCCESS;
 
@@ -181,7 +181,7 @@ static int post(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t
     if (OPAL_UNLIKELY(module->link_down)) {
         ((struct usnic_pkt_hdr *) seg->buf)->flags |= USNIC_PKT_FLAG_LINK_DOWN;
     }
-    if (OPAL_UNLIKELY(0 != ep->tx_dgram_max) && seg->hdr_len + seg->zc_len > ep->tx_dgram_max) {
+    if (OPAL_UNLIKELY(0 != ep->tx_dgram_max) && usnic_seg_wire_len(seg) > ep->tx_dgram_max) {
         rc = post_parts(module, ep, seg, chan);
         if (OPAL_ERR_RESOURCE_BUSY == rc) {
             module->stats.tx_eagain++;
@@ -234,7 +234,7 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
     seg->refs++; /* the window's reference, dropped when acked */
     seg->ep = ep;
     seg->chan = cid;
-    ep->inflight_bytes += seg->hdr_len + seg->zc_len;
+    ep->inflight_bytes += usnic_seg_wire_len(seg);
     if (fill_ack(ep, hdr)) {
         module->stats.piggy_acks++;
     }
