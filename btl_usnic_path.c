@@ -214,6 +214,18 @@ static void path_warn_once(const mca_btl_base_endpoint_t *ep, const char *topic,
                             rif, rip, expected, size);
 }
 
+/* A REDUCED verdict: may the pair go on with `size`-byte datagrams where
+ * `in_use` were meant?  The fallback is on, and the size is smaller and
+ * still useful (a PUT's headers fit it, and so does a PART's unit). */
+_Static_assert(USNIC_CC_MIN_USEFUL > USNIC_HDR_LEN_PUT &&
+                   USNIC_CC_MIN_USEFUL >= USNIC_HDR_LEN_CHUNK + USNIC_PART_UNIT,
+               "a useful size carries a PUT chunk and a PART");
+static bool path_can_shrink(uint32_t size, uint32_t in_use)
+{
+    return 0 != mca_btl_usnic_component.params.connectivity_mtu_fallback &&
+           size >= USNIC_CC_MIN_USEFUL && size < in_use;
+}
+
 /* Smaller datagrams to this peer from now on: the fragments not cut yet
  * are cut to `size` (what was cut before is path_recheck_apply's). */
 static void path_shrink(mca_btl_base_endpoint_t *ep, uint32_t size)
@@ -247,12 +259,7 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
                       res->by_agent ? "host agent" : "this process", res->rounds);
         return;
     case USNIC_CC_REDUCED:
-        if (res->size < USNIC_CC_MIN_USEFUL || res->size >= ep->path_full ||
-            res->size <= (uint32_t) USNIC_HDR_LEN_PUT) {
-            path_fail(ep, "path mtu black hole", ep->path_full, res->size);
-            return;
-        }
-        if (0 == p->connectivity_mtu_fallback) {
+        if (!path_can_shrink(res->size, ep->path_full)) {
             path_fail(ep, "path mtu black hole", ep->path_full, res->size);
             return;
         }
@@ -342,9 +349,7 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
     ep->recheck_after = usnic_now_us() + USNIC_PATH_RECHECK_GAP_US;
     ep->stuck_since = 0;
     if (USNIC_CC_REDUCED == res->status && res->size < in_use) {
-        if (0 == mca_btl_usnic_component.params.connectivity_mtu_fallback ||
-            res->size < USNIC_CC_MIN_USEFUL || 0 == usnic_part_payload(res->size) ||
-            res->size <= (uint32_t) USNIC_HDR_LEN_PUT) {
+        if (!path_can_shrink(res->size, in_use)) {
             path_fail(ep, "path mtu black hole while running", in_use, res->size);
             return;
         }
