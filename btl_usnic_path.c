@@ -243,7 +243,6 @@ static void path_shrink(mca_btl_base_endpoint_t *ep, uint32_t size)
 
 static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result *res)
 {
-    const usnic_params_t *p = &mca_btl_usnic_component.params;
     usnic_module_t *module = ep->module;
     char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN], rif[USNIC_IFNAME_BUF];
 
