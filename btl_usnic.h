@@ -334,6 +334,7 @@ typedef struct usnic_params {
     int connectivity_error_num_retries; /* rounds before a verdict */
     int connectivity_mtu_fallback;      /* black hole: smaller size (1) or error (0) */
     int connectivity_recheck_after;     /* ms data stuck: check again (0: never) */
+    int connectivity_raise_after;       /* s on a reduced size: try the full one again (0: never) */
     char *connectivity_map;             /* file prefix, "" = none */
     int show_route_failures;            /* message when a peer is unreachable */
     int routed_peers; /* pair across subnets where the kernel routes (btl_usnic_route.h) */

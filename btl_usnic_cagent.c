@@ -342,6 +342,23 @@ static void take_pong(struct cc_engine *e, int s, size_t len, const struct socka
     }
 }
 
+/* A check again while the job runs (epoch > 0) comes after data of the
+ * size in use stayed unacknowledged through retransmissions for a second
+ * or more (or from the raise timer): once the small ping and a smaller
+ * size came back while the full size went unanswered through this many
+ * rounds, the full size is as good as lost, and waiting for num_retries
+ * rounds would only keep the data stuck longer. */
+#define CC_RECHECK_ROUNDS 4
+
+static bool verdict_due(const struct cc_engine *e, const struct cc_entry *x)
+{
+    if (x->rounds >= e->num_retries) {
+        return true;
+    }
+    return 0 != x->req.epoch && x->rounds >= CC_RECHECK_ROUNDS && (x->answered & 1u) &&
+           0 != (x->answered & ~3u);
+}
+
 static void verdict(struct cc_engine *e, struct cc_entry *x)
 {
     uint32_t best = 0;
@@ -388,7 +405,7 @@ int cc_engine_run(struct cc_engine *e, int ready_fd, uint64_t now_us)
             continue;
         }
         if (now_us >= x->next_us) {
-            if (x->rounds >= e->num_retries) {
+            if (verdict_due(e, x)) {
                 verdict(e, x);
                 continue;
             }

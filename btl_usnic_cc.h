@@ -27,6 +27,9 @@
  * num_retries rounds: no answer to the small ping is NOPATH; otherwise the
  * largest size answered is the path's datagram size (REDUCED), in the
  * spirit of RFC 8899's datagram PLPMTUD with the search done in parallel.
+ * A check again while the job runs (epoch > 0: data stuck, or the raise
+ * timer) is REDUCED after 4 rounds already when the small ping and a
+ * smaller size were answered and the full size was not.
  *
  * This file and the two that implement it use no OPAL: the unit test
  * test/unit/t_cc.c drives agent and clients in one process.

@@ -71,6 +71,10 @@ struct mca_btl_base_endpoint_t {
     uint32_t recheck_handle; /* a check of the path again, under way (0: none) */
     uint16_t recheck_epoch;  /* its number (btl_usnic_cc.h: epoch) */
     uint64_t recheck_after;  /* no new one before this time */
+    uint32_t recheck_full;   /* the size it asks about */
+    /* the path carries less than path_full: when to try the full size
+     * again (btl_usnic_connectivity_raise_after; 0: not now) */
+    uint64_t raise_at;
     /* the path shrank while the job ran: datagrams larger than this (cut
      * before) go as PART packets (btl_usnic_part.h); 0: none */
     uint32_t tx_dgram_max;

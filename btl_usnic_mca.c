@@ -515,6 +515,15 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "btl_usnic_connectivity_mtu_fallback decides what follows; a check that finds "
                   "the path fine waits 10 s before the next).  0 = never (a black hole opening "
                   "mid-job then hangs the job)"),
+    TUNE_RANGE_OR("connectivity_raise_after", connectivity_raise_after, OPAL_INFO_LVL_5, 600,
+                  "0 (never)", 0, 0, 1, 86400,
+                  "Seconds a pair of interfaces uses a smaller datagram size than their MTU "
+                  "allows (the connectivity check found a black hole, at start-up or while the "
+                  "job ran) before the path is checked again for the full size, as RFC 8899's "
+                  "raise timer does; if it passes (the link failed back, the switch was fixed), "
+                  "the pair uses it again, otherwise the next try is as long after.  Data "
+                  "traffic to the peer starts the check; nothing is resent.  0 = never (the "
+                  "smaller size stays until the job ends)"),
     TUNE_STR("connectivity_map", connectivity_map, OPAL_INFO_LVL_3, "", NULL,
              "Write a file per process named <this value>-<host>-pid<pid>-rank<rank>.txt saying "
              "which local interface talks to which peer interface, with the checked datagram "

@@ -136,6 +136,8 @@ void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
     ep->recheck_handle = 0;
     ep->recheck_epoch = 0;
     ep->recheck_after = 0;
+    ep->recheck_full = 0;
+    ep->raise_at = 0;
     if (!path_on || 0 == ep->remote.live_port) {
         return;
     }
@@ -226,19 +228,51 @@ static bool path_can_shrink(uint32_t size, uint32_t in_use)
            size >= USNIC_CC_MIN_USEFUL && size < in_use;
 }
 
-/* Smaller datagrams to this peer from now on: the fragments not cut yet
- * are cut to `size` (what was cut before is path_recheck_apply's). */
-static void path_shrink(mca_btl_base_endpoint_t *ep, uint32_t size)
+/* `size`-byte datagrams to this peer from now on (at most the pair's
+ * full size): the fragments not cut yet are cut to it. */
+static void path_resize(mca_btl_base_endpoint_t *ep, uint32_t size)
 {
+    uint32_t prio = ep->module->chan[USNIC_CHAN_PRIO].mtu;
+
+    if (ep->remote.mtu[USNIC_CHAN_PRIO] < prio) {
+        prio = ep->remote.mtu[USNIC_CHAN_PRIO]; /* as usnic_endpoint_create cut it */
+    }
+    ep->path_size = size;
     ep->frag_max = size - (uint32_t) USNIC_HDR_LEN_FRAG;
+    ep->prio_frag_max = prio - (uint32_t) USNIC_HDR_LEN_FRAG;
     if (ep->prio_frag_max > ep->frag_max) {
         ep->prio_frag_max = ep->frag_max;
     }
     ep->chunk_max = size - (uint32_t) USNIC_HDR_LEN_CHUNK;
     ep->put_max = size - (uint32_t) USNIC_HDR_LEN_PUT;
-    /* the peer found the same black hole and cuts its chunks smaller too;
-     * which size it settled on is its own verdict, so accept any */
+    /* the peer checks the same path and cuts its chunks alike, but when
+     * it changes size is its own verdict's: accept any chunk size */
     ep->reasm.chunk = 0;
+}
+
+/* While ep's path carries less than the pair's full size, try the full
+ * size again btl_usnic_connectivity_raise_after from now. */
+static void path_raise_later(mca_btl_base_endpoint_t *ep, uint64_t now)
+{
+    const int after = mca_btl_usnic_component.params.connectivity_raise_after;
+
+    ep->raise_at = 0;
+    if (0 != after && !ep->dead && path_in_use(ep) < ep->path_full) {
+        ep->raise_at = now + (uint64_t) after * 1000000u;
+    }
+}
+
+/* Ask the checker about ep's path again while the job runs, for `full`
+ * bytes (a new epoch: no verdict given before is taken).  False if the
+ * request could not be made. */
+static bool path_recheck(mca_btl_base_endpoint_t *ep, uint32_t full)
+{
+    if (0 == ++ep->recheck_epoch) {
+        ep->recheck_epoch = 1; /* (0 is the start-up check's) */
+    }
+    ep->recheck_full = full;
+    ep->recheck_handle = path_request(ep, full, ep->recheck_epoch);
+    return 0 != ep->recheck_handle;
 }
 
 static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result *res)
@@ -262,8 +296,8 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
             path_fail(ep, "path mtu black hole", ep->path_full, res->size);
             return;
         }
-        ep->path_size = res->size;
-        path_shrink(ep, res->size);
+        path_resize(ep, res->size);
+        path_raise_later(ep, usnic_now_us());
         USNIC_VERBOSE(5, "path %s (%s) -> %s %s (%s): %u-byte datagrams vanish, %u pass: using %u",
                       module->ifname, lip, peer_host(ep), rif, rip, ep->path_full, res->size,
                       res->size);
@@ -318,11 +352,7 @@ void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes,
         USNIC_PATH_PENDING == ep->path_state || ep->dead || bytes <= USNIC_CC_MIN_USEFUL) {
         return;
     }
-    if (0 == ++ep->recheck_epoch) {
-        ep->recheck_epoch = 1; /* (0 is the start-up check's) */
-    }
-    ep->recheck_handle = path_request(ep, path_in_use(ep), ep->recheck_epoch);
-    if (0 == ep->recheck_handle) {
+    if (!path_recheck(ep, path_in_use(ep))) {
         ep->recheck_after = now + USNIC_PATH_RECHECK_GAP_US;
         return;
     }
@@ -337,15 +367,42 @@ void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes,
                   (unsigned) path_in_use(ep));
 }
 
-/* The verdict of a check again while the job runs. */
+void usnic_path_raise(mca_btl_base_endpoint_t *ep, uint64_t now)
+{
+    char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
+
+    ep->raise_at = 0;
+    /* (a check under way sets the next try when its verdict comes) */
+    if (!path_on || 0 == ep->remote.live_port || ep->dead || 0 != ep->recheck_handle ||
+        USNIC_PATH_PENDING == ep->path_state || path_in_use(ep) >= ep->path_full) {
+        return;
+    }
+    if (!path_recheck(ep, ep->path_full)) {
+        path_raise_later(ep, now);
+        return;
+    }
+    inet_ntop(AF_INET, &ep->module->if_addr.sin_addr, lip, sizeof(lip));
+    inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
+    USNIC_VERBOSE(5,
+                  "path %s (%s) -> %s (%s): %u-byte datagrams for %d s: checking whether %u pass "
+                  "again",
+                  ep->module->ifname, lip, peer_host(ep), rip, (unsigned) path_in_use(ep),
+                  mca_btl_usnic_component.params.connectivity_raise_after,
+                  (unsigned) ep->path_full);
+}
+
+/* The verdict of a check again while the job runs: one that data stuck
+ * asked for (recheck_full is the size in use), or the raise timer (the
+ * pair's full size). */
 static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result *res)
 {
     usnic_module_t *module = ep->module;
-    uint32_t in_use = path_in_use(ep);
+    uint32_t in_use = path_in_use(ep), grow = 0;
+    uint64_t now = usnic_now_us();
     char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
 
     ep->recheck_handle = 0;
-    ep->recheck_after = usnic_now_us() + USNIC_PATH_RECHECK_GAP_US;
+    ep->recheck_after = now + USNIC_PATH_RECHECK_GAP_US;
     ep->stuck_since = 0;
     if (USNIC_CC_REDUCED == res->status && res->size < in_use) {
         if (!path_can_shrink(res->size, in_use)) {
@@ -356,10 +413,10 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
          * window, or a whole fragment the PML handed over) goes in parts
          * (btl_usnic_part.h), and all of it again now: the oldest of it
          * has been waiting through backed-off timeouts for seconds. */
-        ep->path_size = res->size;
-        path_shrink(ep, res->size);
+        path_resize(ep, res->size);
         ep->tx_dgram_max = res->size;
         module->stats.path_shrunk++;
+        path_raise_later(ep, now);
         (void) usnic_rel_tx_resend_all(&ep->rel);
         inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
         inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
@@ -373,6 +430,34 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
     }
     inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
     inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
+    if (USNIC_CC_OK == res->status) {
+        grow = ep->recheck_full;
+    } else if (USNIC_CC_REDUCED == res->status) {
+        grow = res->size;
+    }
+    if (grow > in_use && grow <= ep->path_full && !ep->dead) {
+        /* New data is cut larger; what was cut smaller goes as it is, and
+         * what still waits from before the path shrank goes whole if it
+         * fits now. */
+        path_resize(ep, grow);
+        ep->tx_dgram_max = (grow < ep->path_full) ? grow : 0;
+        module->stats.path_grown++;
+        path_raise_later(ep, now);
+        USNIC_VERBOSE(5,
+                      "path %s (%s) -> %s (%s) checked again: %u-byte datagrams pass again: "
+                      "using %u from now on (the pair's full size: %u)",
+                      module->ifname, lip, peer_host(ep), rip, grow, grow, ep->path_full);
+        return;
+    }
+    path_raise_later(ep, now);
+    if (USNIC_CC_REDUCED == res->status) {
+        USNIC_VERBOSE(5,
+                      "path %s (%s) -> %s (%s) checked again: %u-byte datagrams still vanish, %u "
+                      "pass: staying at %u (next try in %d s)",
+                      module->ifname, lip, peer_host(ep), rip, ep->recheck_full, res->size, in_use,
+                      mca_btl_usnic_component.params.connectivity_raise_after);
+        return;
+    }
     USNIC_VERBOSE(
         5, "path %s (%s) -> %s (%s) checked again: %s", module->ifname, lip, peer_host(ep), rip,
         USNIC_CC_OK == res->status       ? "full-size datagrams pass (only losses)"

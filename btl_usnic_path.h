@@ -68,6 +68,25 @@ static inline void usnic_path_ready(mca_btl_base_endpoint_t *ep)
 #define USNIC_PATH_RECHECK_GAP_US 10000000u
 void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes, uint64_t now);
 
+/*
+ * A path that carries less than the pair's full size (a black hole found
+ * at start-up or while the job ran) may carry it again later: a link
+ * failed back, a switch port was fixed.  btl_usnic_connectivity_raise_after
+ * seconds after the size was reduced (RFC 8899's raise timer), the next
+ * datagram of data to the peer asks the checker about the full size
+ * again.  A verdict that the full size passes (or a larger one than in
+ * use) grows the sizes back: new data is cut larger; what was cut smaller
+ * goes as it is.  Otherwise the next try comes as long after.
+ */
+void usnic_path_raise(mca_btl_base_endpoint_t *ep, uint64_t now);
+
+static inline void usnic_path_raise_due(mca_btl_base_endpoint_t *ep, uint64_t now)
+{
+    if (OPAL_UNLIKELY(0 != ep->raise_at) && now >= ep->raise_at) {
+        usnic_path_raise(ep, now);
+    }
+}
+
 /* Progress: apply verdicts that arrived (cheap when none did). */
 void usnic_path_progress(void);
 

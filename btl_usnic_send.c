@@ -16,6 +16,7 @@
 
 #include "btl_usnic_chan.h"
 #include "btl_usnic_live.h"
+#include "btl_usnic_path.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
@@ -229,6 +230,7 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
     if (0 == usnic_rel_tx_inflight(&ep->rel)) {
         ep->last_progress_us = now; /* fresh: the app may have been away for long */
     }
+    usnic_path_raise_due(ep, now);
     seg->rel.lane = (uint8_t) cid; /* each channel is one UDP socket: in order */
     hdr->seq = usnic_rel_tx_push(&ep->rel, &seg->rel);
     seg->refs++; /* the window's reference, dropped when acked */

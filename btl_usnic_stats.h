@@ -73,6 +73,8 @@
     X(tx_late, "held trains sent by the liveness thread: nothing joined them within 500 us")       \
     X(path_shrunk, "peers whose path carried smaller datagrams than before while the job ran "     \
                    "(datagrams cut smaller from then on)")                                         \
+    X(path_grown, "peers whose path carried larger datagrams again after it had shrunk "           \
+                  "(btl_usnic_connectivity_raise_after)")                                          \
     X(tx_parted, "datagrams too large for a path that shrank, sent as PART packets")               \
     X(rx_joined, "datagrams joined from the PART packets of a peer whose path shrank")             \
     X(srtt_max_us, "the largest smoothed round trip (us) of this module's peers when printed")

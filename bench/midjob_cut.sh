@@ -6,11 +6,14 @@
 # every UDP_SEGMENT train into packets: gso_max_segs 1).  Prints h1's
 # transmit rate every second, how long the job took after the cut, and
 # the counters that tell what happened: retransmissions (into the hole),
-# path_shrunk, tx_parted, rx_joined.
+# path_shrunk, tx_parted, rx_joined, path_grown.
 #
-# usage: bench/midjob_cut.sh [-i ITERATIONS] [-p] [-a "MPIRUN ARGS"]
+# usage: bench/midjob_cut.sh [-i ITERATIONS] [-p] [-r SECONDS] [-a "MPIRUN ARGS"]
 #   -i N   ping-pong iterations (default 150)
 #   -p     no cut (the same job over the same test bed, for comparison)
+#   -r S   close the hole again S seconds after the cut (vh2 back to 9000,
+#          trains whole again), e.g. with
+#          -a "--mca btl_usnic_connectivity_raise_after 2"
 #   -a     more mpirun arguments, e.g.
 #          "--mca btl_usnic_connectivity_recheck_after 300"
 # Needs root; all traffic stays on the test bed's 10.211.0.0/24.
@@ -18,12 +21,14 @@ set -u
 iters=150
 cut=1
 args=""
-while getopts "i:pa:" o; do
+restore=0
+while getopts "i:pr:a:" o; do
     case $o in
     i) iters=$OPTARG ;;
     p) cut=0 ;;
+    r) restore=$OPTARG ;;
     a) args=$OPTARG ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    *) sed -n '2,21p' "$0"; exit 2 ;;
     esac
 done
 cd "$(dirname "$0")/../test/mpi" || exit 1
@@ -56,12 +61,20 @@ t0=$SECONDS
     done
 ) &
 mon=$!
+if [ "$restore" -gt 0 ]; then
+    sleep "$restore"
+    ip -n "$NSB_HEAD" link set vh2 mtu 9000
+    for h in 1 2; do
+        ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 65535
+    done
+    echo "t=$((SECONDS - t0))s: the path carries 9000 again"
+fi
 nsbed_wait_mpi
 rc=$?
 kill $mon 2>/dev/null
 echo "job: rc=$rc, $((SECONDS - t0)) s after the $([ $cut = 1 ] && echo cut || echo 100 MB mark)"
-for k in retrans timeout_retrans sack_retrans path_shrunk tx_parted rx_joined; do
+for k in retrans timeout_retrans sack_retrans path_shrunk tx_parted rx_joined path_grown; do
     printf '%s: rank 0 %s, rank 1 %s\n' "$k" "$(rank_stat "$RUN_LOG" 0 $k)" "$(rank_stat "$RUN_LOG" 1 $k)"
 done
-grep -h 'checking the path again\|from now on' "$RUN_LOG" | sed 's/^/  /'
+grep -h 'checking the path again\|checking whether\|from now on\|still vanish' "$RUN_LOG" | sed 's/^/  /'
 finish

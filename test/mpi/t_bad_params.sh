@@ -70,6 +70,8 @@ expect_help "tlp neither on nor off" "--mca btl_usnic_tlp 2" \
     "Parameter: btl_usnic_tlp" "1 (on) or 0 (off)"
 expect_help "recheck_after between never and 10 ms" "--mca btl_usnic_connectivity_recheck_after 5" \
     "Parameter: btl_usnic_connectivity_recheck_after" "0 (never)" "$NODEV"
+expect_help "raise_after beyond a day" "--mca btl_usnic_connectivity_raise_after 86401" \
+    "Parameter: btl_usnic_connectivity_raise_after" "0 (never)" "$NODEV"
 IF_OVERRIDE='' expect_help "missing interface" "--mca btl_usnic_if_include nosuchif0" \
     "found no usable network device" "btl_usnic_if_include: *nosuchif0"
 
@@ -153,7 +155,8 @@ EXTRA_MCA="--mca btl_usnic_sd_num 65536 --mca btl_usnic_cq_num 70000
            --mca btl_usnic_debug_isn 2147483647 --mca btl_usnic_auth FULL
            --mca btl_usnic_checksum 1 --mca btl_usnic_udp_sockbuf 4M
            --mca btl_usnic_priority_limit 8 --mca btl_usnic_debug_corrupt_rate 0
-           --mca btl_usnic_connectivity_recheck_after 3600000" \
+           --mca btl_usnic_connectivity_recheck_after 3600000
+           --mca btl_usnic_connectivity_raise_after 86400" \
     TEST_TIMEOUT=60 run_mpi 2 "$BIN"
 rc=$?
 if grep -q "invalid MCA parameter value" "$RUN_LOG"; then

@@ -18,7 +18,13 @@
 #      the job completes with its data intact, with the "carry on" warning
 #      (it used to hang, then to abort);
 #   5. the same with btl_usnic_connectivity_mtu_fallback 0: the job ends
-#      with the "stopped carrying" message within 20 s of the cut.
+#      with the "stopped carrying" message within 20 s of the cut;
+#   6. the black hole opens while the job runs and closes again once the
+#      pair went down to 1472 (a link that failed over and back): with
+#      btl_usnic_connectivity_raise_after 2 the full size is checked again
+#      2 s after the shrink, passes, and every side that shrank goes back
+#      to 8972-byte datagrams (path_grown); the job completes with its data
+#      intact.
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
@@ -109,12 +115,10 @@ nsbed_exec 2 nft delete table inet usnic_cc_cut 2>/dev/null
 # whatever a port's MTU, which no real switch does).  The peer still
 # answers small datagrams; without the re-check the job hangs until its
 # timeout.
-# cut_while_running NAME ITERATIONS: start the ping-pong, open the black
-# hole once 100 MB went out, wait for the job; sets rc and took (seconds
-# after the cut)
-cut_while_running() {
-    ip -n "$NSB_HEAD" link set vh2 mtu 9000 ||
-        { fail "connectivity netns: $1" "cannot restore vh2's MTU"; finish; }
+# cut_open NAME ITERATIONS: start the ping-pong, open the black hole once
+# 100 MB went out; sets t0 (when)
+cut_open() {
+    path_whole "$1"
     tx0=$(nsbed_ifstat 1 tx_bytes)
     nsbed_start_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i "$2"
     nsbed_wait_sent 1 100000000 "$tx0"
@@ -123,6 +127,22 @@ cut_while_running() {
     done
     ip -n "$NSB_HEAD" link set vh2 mtu 1500
     t0=$SECONDS
+}
+
+# path_whole NAME: vh2 carries 9000 bytes again, and the hosts' trains
+# leave whole
+path_whole() {
+    ip -n "$NSB_HEAD" link set vh2 mtu 9000 ||
+        { fail "connectivity netns: $1" "cannot restore vh2's MTU"; finish; }
+    for h in 1 2; do
+        ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 65535 2>/dev/null
+    done
+}
+
+# cut_while_running NAME ITERATIONS: cut_open, then wait for the job; sets
+# rc and took (seconds after the cut)
+cut_while_running() {
+    cut_open "$1" "$2"
     nsbed_wait_mpi
     rc=$?
     took=$((SECONDS - t0))
@@ -130,21 +150,24 @@ cut_while_running() {
 
 # ---- 4. ... with the fallback (the default): the job goes on ----
 # (at 1472 bytes, with the kernel cutting every train on both hosts, the
-# rest of the job takes about 10 s, 20 s over the udp provider)
-EXTRA_MCA="" cut_while_running "black hole while running" 100
-parted=$(sed -n 's/.* tx_parted=\([0-9]*\).*/\1/p' "$RUN_LOG" | awk '{s+=$1} END {print s+0}')
-joined=$(sed -n 's/.* rx_joined=\([0-9]*\).*/\1/p' "$RUN_LOG" | awk '{s+=$1} END {print s+0}')
-shrunk=$(sed -n 's/.* path_shrunk=\([0-9]*\).*/\1/p' "$RUN_LOG" | awk '{s+=$1} END {print s+0}')
+# rest of the job takes about 10 s, 20 s over the udp provider).  The
+# full size is tried again every second (btl_usnic_connectivity_raise_after
+# 1): the hole stays open, so those checks must change nothing.
+EXTRA_MCA="--mca btl_usnic_connectivity_raise_after 1" cut_while_running "black hole while running" 100
+parted=$(stat_sum "$RUN_LOG" tx_parted)
+joined=$(stat_sum "$RUN_LOG" rx_joined)
+shrunk=$(stat_sum "$RUN_LOG" path_shrunk)
+grown=$(stat_sum "$RUN_LOG" path_grown)
 if check_run "connectivity netns: black hole opened while running, data intact" $rc 2 &&
     grep -q 'The two processes carry on' "$RUN_LOG" && grep -q 'Size in use: *8972 bytes' "$RUN_LOG" &&
     grep -q 'Largest passed: *1472 bytes' "$RUN_LOG" && [ "$shrunk" -ge 1 ] &&
-    [ "$parted" -ge 1 ] && [ "$joined" -ge 1 ]; then
-    pass "connectivity netns: black hole opened while running: found again, 1472 used from then on, job completed ${took}s after the cut (path_shrunk=$shrunk, tx_parted=$parted, rx_joined=$joined)"
+    [ "$parted" -ge 1 ] && [ "$joined" -ge 1 ] && [ "$grown" -eq 0 ]; then
+    pass "connectivity netns: black hole opened while running: found again, 1472 used from then on, job completed ${took}s after the cut (path_shrunk=$shrunk, tx_parted=$parted, rx_joined=$joined, path_grown=$grown with $(grep -c 'still vanish' "$RUN_LOG") raise checks that failed)"
 else
     fail "connectivity netns: black hole while running" \
-        "rc=$rc ${took}s after the cut, no 'carry on' warning with 8972/1472, or no datagram sent in parts (path_shrunk=$shrunk tx_parted=$parted rx_joined=$joined)" "$RUN_LOG"
+        "rc=$rc ${took}s after the cut, no 'carry on' warning with 8972/1472, no datagram sent in parts, or a raise check grew the size while the hole was open (path_shrunk=$shrunk tx_parted=$parted rx_joined=$joined path_grown=$grown)" "$RUN_LOG"
 fi
-grep -m2 'checking the path again\|using 1472 from now on' "$RUN_LOG" | sed 's/^/    /'
+grep -m3 'checking the path again\|using 1472 from now on\|still vanish' "$RUN_LOG" | sed 's/^/    /'
 
 # ---- 5. ... without it: the job ends with the MTU error ----
 EXTRA_MCA="--mca btl_usnic_connectivity_mtu_fallback 0" cut_while_running "black hole while running, no fallback" 300
@@ -156,4 +179,29 @@ else
     fail "connectivity netns: black hole while running, no fallback" \
         "rc=$rc ${took}s after the cut, or no 'stopped carrying' error with 8972/1472" "$RUN_LOG"
 fi
+
+# ---- 6. ... and closes again: the full size comes back ----
+EXTRA_MCA="--mca btl_usnic_connectivity_raise_after 2" cut_open "black hole closing again" 400
+for ((i = 0; i < 150; i++)); do
+    grep -rqs 'using 1472 from now on' "$RUN_LOG.d" && break
+    sleep 0.2
+done
+shrunk_after=$((SECONDS - t0))
+path_whole "black hole closing again"
+t1=$SECONDS
+nsbed_wait_mpi
+rc=$?
+took=$((SECONDS - t1))
+shrunk=$(stat_sum "$RUN_LOG" path_shrunk)
+grown=$(stat_sum "$RUN_LOG" path_grown)
+if check_run "connectivity netns: black hole opened and closed again while running, data intact" $rc 2 &&
+    [ "$shrunk" -ge 1 ] && [ "$grown" -eq "$shrunk" ] &&
+    grep -q 'checking whether 8972 pass again' "$RUN_LOG" &&
+    grep -q '8972-byte datagrams pass again: using 8972 from now on' "$RUN_LOG"; then
+    pass "connectivity netns: black hole closed again: 1472 used ${shrunk_after}s after the cut, 8972 again after the raise check; job completed ${took}s after the path was restored (path_shrunk=$shrunk, path_grown=$grown)"
+else
+    fail "connectivity netns: black hole closing again" \
+        "rc=$rc, or not every side that shrank went back to 8972-byte datagrams (path_shrunk=$shrunk path_grown=$grown)" "$RUN_LOG"
+fi
+grep -m3 'checking whether\|pass again' "$RUN_LOG" | sed 's/^/    /'
 finish

@@ -115,6 +115,8 @@ static void start(bool agent, const char *path, int delay_ms, int ack_ms, int re
     }
 }
 
+static uint32_t last_rounds; /* the rounds of the last verdict expect_epoch got */
+
 /* One expectation on the verdict of a check with that epoch (0: the one
  * before the first traffic); returns 1 if it failed. */
 static int expect_epoch(const char *who, uint32_t full, uint16_t epoch, uint32_t status,
@@ -131,6 +133,7 @@ static int expect_epoch(const char *who, uint32_t full, uint16_t epoch, uint32_t
         printf("    %s: no verdict for %u (handle %u)\n", who, full, h);
         return 1;
     }
+    last_rounds = res.rounds;
     if (res.status != status || res.size != size ||
         (by_agent >= 0 && (int) res.by_agent != by_agent)) {
         printf("    %s: full %u: status %u size %u by_agent %u; wanted %u %u %d\n", who, full,
@@ -347,6 +350,54 @@ static void t_recheck_while_running(void)
           "%d failures", bad);
 }
 
+/* A check again while running (data stuck, or the raise timer) is REDUCED
+ * after 4 rounds when the small ping and a smaller size came back and the
+ * full size did not; the start-up check waits for all num_retries rounds,
+ * and a NOPATH or OK verdict is as before. */
+static void t_recheck_ends_early(void)
+{
+    pid_t cl;
+    int bad;
+
+    reset_responder();
+    sh->max_echo = 1472;
+    cl = fork();
+    if (0 == cl) {
+        int f = 0;
+        start(false, "", 0, 40, 12);
+        f += expect_epoch("start-up", 8972, 0, USNIC_CC_REDUCED, 1472, 0);
+        if (12 != last_rounds) {
+            printf("    start-up check: %u rounds, wanted 12\n", last_rounds);
+            f++;
+        }
+        f += expect_epoch("checked again", 8972, 1, USNIC_CC_REDUCED, 1472, 0);
+        if (4 != last_rounds) {
+            printf("    check again: %u rounds, wanted 4\n", last_rounds);
+            f++;
+        }
+        sh->max_echo = 0; /* healed: the raise timer's check finds the full size */
+        f += expect_epoch("raise", 8972, 2, USNIC_CC_OK, 8972, 0);
+        if (last_rounds > 2) {
+            printf("    raise check: %u rounds, wanted 1 or 2\n", last_rounds);
+            f++;
+        }
+        sh->max_echo = USNIC_CC_SMALL; /* only the small ping comes back */
+        f += expect_epoch("nothing smaller", 8972, 3, USNIC_CC_REDUCED, 0, 0);
+        if (12 != last_rounds) {
+            printf("    check again, only the small ping answered: %u rounds, wanted 12\n",
+                   last_rounds);
+            f++;
+        }
+        usnic_cc_fini();
+        _exit(f);
+    }
+    bad = wait_status(cl);
+    check(0 == bad,
+          "a check again while running ends after 4 rounds once a smaller size passed and the "
+          "full size did not (start-up: all 12)",
+          "%d failures", bad);
+}
+
 static void t_no_path(void)
 {
     pid_t cl;
@@ -504,6 +555,7 @@ int main(void)
     t_threads_at_once();
     t_black_hole();
     t_recheck_while_running();
+    t_recheck_ends_early();
     t_no_path();
     t_agent_of_other_version();
     t_nonsense_client();
