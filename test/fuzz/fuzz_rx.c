@@ -53,6 +53,13 @@
  *     packets carried, complete when the chunk size is known;
  *   - every PUT lands inside the live registration its key names (never
  *     the removed one), guard bytes after every buffer untouched;
+ *   - PART packets (btl_usnic_part.h) are joined in each peer's parts
+ *     table: a part is never committed, delivered or acknowledged by
+ *     itself, and passes only what every packet passes (sender, CRC, MAC,
+ *     lane) plus a new sequence number inside the window; the datagram
+ *     they complete is dispatched again from the start, and every check
+ *     here holds for it as for one that arrived whole (its sender, CRC,
+ *     MAC and window verdicts computed when its lookup comes);
  *   - reliability: tx.acked only moves forward and stays before tx.next,
  *     in-flight within the window, rx.expected only moves forward (within
  *     one window), rx.highest >= rx.expected - 1, window slots consistent,
@@ -73,6 +80,7 @@
 #include <string.h>
 
 #include "btl_usnic_auth.h"
+#include "btl_usnic_part.h"
 #include "btl_usnic_proto.h"
 #include "btl_usnic_reasm.h"
 #include "btl_usnic_reg.h"
@@ -172,6 +180,7 @@ struct fz_peer {
     bool rel_ok, reasm_ok;
     struct usnic_rel rel;
     struct usnic_reasm_table reasm;
+    struct usnic_parts parts;
     struct usnic_reasm_alloc alloc;
     struct fz_buf bufs[REASM_SLOTS + 1];
     unsigned pool_live, extra_live;
@@ -209,6 +218,17 @@ struct fz_cur {
     int rel_acked;     /* segments released through the rel ops */
     bool applied;      /* the packet's chunk was entered into its shadow */
     uint8_t *put_dest; /* what put_resolve gave */
+    /* A PART that completed its datagram: the dispatch of the whole one
+     * looks its sender up again (usnic_rx_part).  From then on buf, len,
+     * v and peer are the whole datagram's, these the PART's ... */
+    bool joined;
+    bool whole_refused; /* the datagram it completed did not parse */
+    struct usnic_pkt_view part_v;
+    struct fz_peer *part_peer;
+    /* ... and these what the whole one's checks must say */
+    struct fz_peer *whole_known;
+    bool whole_crc_ok, whole_mac_ok;
+    enum usnic_rx_verdict whole_verdict;
 };
 
 struct fz {
@@ -233,7 +253,7 @@ static int verbose = -1;
 
 static struct {
     uint64_t inputs, dgrams, ok[8], drops[USNIC_DROP__COUNT], delivered, reassembled, put_writes,
-        released, raw_true_mac, timers, resends, deferred, predicted;
+        released, raw_true_mac, timers, resends, deferred, predicted, parts, joined;
 } stats;
 
 static void print_stats(void)
@@ -243,11 +263,11 @@ static void print_stats(void)
             " FRAG %" PRIu64 " CHUNK %" PRIu64 " PUT %" PRIu64 " delivered %" PRIu64
             " (reassembled %" PRIu64 ") put_writes %" PRIu64 " released %" PRIu64 " timers %" PRIu64
             " resends %" PRIu64 " raw-with-true-MAC %" PRIu64 " deferred %" PRIu64
-            " predicted %" PRIu64 "\n",
+            " predicted %" PRIu64 " parts %" PRIu64 " joined %" PRIu64 "\n",
             stats.inputs, stats.dgrams, stats.ok[USNIC_PKT_ACK], stats.ok[USNIC_PKT_FRAG],
             stats.ok[USNIC_PKT_CHUNK], stats.ok[USNIC_PKT_PUT], stats.delivered, stats.reassembled,
             stats.put_writes, stats.released, stats.timers, stats.resends, stats.raw_true_mac,
-            stats.deferred, stats.predicted);
+            stats.deferred, stats.predicted, stats.parts, stats.joined);
     for (int r = 1; r < USNIC_DROP__COUNT; r++) {
         if (stats.drops[r]) {
             fprintf(stderr, "  drop %-12s %" PRIu64 "\n",
@@ -341,7 +361,7 @@ static uint32_t oracle_crc(const uint8_t *b, size_t len)
 static uint64_t oracle_mac(const uint8_t *b, size_t len, const struct usnic_sip_key *k, int auth)
 {
     const size_t hdr = sizeof(struct usnic_pkt_hdr);
-    bool chunk = (USNIC_PKT_CHUNK == b[1] || USNIC_PKT_PUT == b[1]);
+    bool chunk = (USNIC_PKT_CHUNK == b[1] || USNIC_PKT_PUT == b[1] || USNIC_PKT_PART == b[1]);
     size_t h = hdr;
     struct usnic_sip_state s;
 
@@ -583,12 +603,68 @@ static void pml_reply(struct fz *f, struct fz_peer *p, uint8_t tag)
     }
 }
 
+/* What the connection's CRC and MAC must say of datagram b (parsed as v)
+ * from the known peer, computed independently, and its window verdict. */
+static void oracle_checks(const uint8_t *b, size_t len, const struct usnic_pkt_view *v,
+                          struct fz_peer *known, bool *crc_ok, bool *mac_ok,
+                          enum usnic_rx_verdict *verdict)
+{
+    size_t sealed = len;
+
+    if (0 != (v->hdr->flags & USNIC_PKT_FLAG_PAD)) {
+        /* version 6: padding after the payload is in neither */
+        sealed = usnic_pkt_hdr_len(v->hdr->type) + rd32(b + 4);
+    }
+    *crc_ok = !known->crc || rd32(b + USNIC_CRC_OFFSET) == oracle_crc(b, sealed);
+    *mac_ok = 0 == known->auth ||
+              rd64(b + USNIC_MAC_OFFSET) == oracle_mac(b, sealed, &known->mac, known->auth);
+    *verdict = USNIC_RX_NEW;
+    if (USNIC_PKT_ACK != v->hdr->type) {
+        *verdict = usnic_rel_rx_check(&known->rel, v->hdr->seq);
+    }
+}
+
+/* The second lookup of a dispatch: the PART being dispatched completed its
+ * datagram, and the whole one at hdr goes through the dispatch again. */
+static void join_begin(struct fz *f, const struct usnic_pkt_hdr *hdr)
+{
+    struct fz_cur *c = &f->cur;
+
+    CHECK(1 == c->lookups && !c->joined && c->parsed && USNIC_PKT_PART == c->v.hdr->type);
+    CHECK(NULL != c->peer && USNIC_PKT_OK == c->lookup_why);
+    c->joined = true;
+    c->part_v = c->v;
+    c->part_peer = c->peer;
+    c->peer = NULL;
+    c->buf = (const uint8_t *) hdr;
+    c->len = (size_t) c->part_v.chunk->msg_len;
+    /* it was parsed before its lookup, with the same limits */
+    CHECK(USNIC_PKT_OK == usnic_pkt_parse(c->buf, c->len, f->max_msg_len, &c->v));
+    CHECK(USNIC_PKT_PART != c->v.hdr->type); /* parts of parts are refused before */
+    c->whole_known = NULL;
+    for (int i = 0; i < NPEERS; i++) {
+        if (c->v.hdr->sender_key == f->peer[i].key) {
+            c->whole_known = &f->peer[i];
+        }
+    }
+    c->whole_crc_ok = c->whole_mac_ok = true;
+    c->whole_verdict = USNIC_RX_NEW;
+    if (NULL != c->whole_known) {
+        oracle_checks(c->buf, c->len, &c->v, c->whole_known, &c->whole_crc_ok, &c->whole_mac_ok,
+                      &c->whole_verdict);
+    }
+    stats.joined++;
+}
+
 static enum usnic_drop_reason rx_lookup(void *t, const struct usnic_pkt_hdr *hdr,
                                         struct usnic_rx_conn *c)
 {
     struct fz *f = t;
 
     CHECK(f->cur.active);
+    if (0 != f->cur.lookups) {
+        join_begin(f, hdr);
+    }
     CHECK((const uint8_t *) hdr == f->cur.buf);
     f->cur.lookups++;
     for (int i = 0; i < NPEERS; i++) {
@@ -600,6 +676,7 @@ static enum usnic_drop_reason rx_lookup(void *t, const struct usnic_pkt_hdr *hdr
             }
             c->rel = &p->rel;
             c->reasm = &p->reasm;
+            c->parts = &p->parts;
             c->ep = p;
             c->predict = true;
             c->key = &p->mac;
@@ -767,7 +844,14 @@ static void rx_drop(void *t, void *ep, enum usnic_drop_reason why)
 {
     struct fz *f = t;
     CHECK(f->cur.active);
-    CHECK(ep == (void *) f->cur.peer);
+    if (NULL == ep && NULL != f->cur.peer && !f->cur.joined && f->cur.parsed &&
+        USNIC_PKT_PART == f->cur.v.hdr->type) {
+        /* a PART completed its datagram, which its own parse refused
+         * before any sender was looked up for it */
+        f->cur.whole_refused = true;
+    } else {
+        CHECK(ep == (void *) f->cur.peer);
+    }
     f->cur.drops++;
     f->cur.drop_why = why;
     f->cur.drop_ep = ep;
@@ -1003,6 +1087,7 @@ static void fz_fini(struct fz *f)
         if (p->reasm_ok) {
             usnic_reasm_table_fini(&p->reasm);
         }
+        usnic_parts_fini(&p->parts);
         for (unsigned k = 0; k < REASM_SLOTS; k++) {
             shadow_free(&p->shadow[k]);
         }
@@ -1064,6 +1149,7 @@ static void fz_init(struct fz *f, uint8_t cfg)
         p->reasm_ok = true;
         CHECK(REASM_SLOTS == p->reasm.nslots);
         p->reasm.chunk = (cfg & CFG_CHUNK) ? CHUNK_SIZE : 0;
+        usnic_parts_init(&p->parts);
         /* segments in flight, sent over the last millisecond on all lanes,
          * a few of them twice */
         for (unsigned k = 0; k < INFLIGHT_TARGET; k++) {
@@ -1166,6 +1252,136 @@ static bool reason_possible(enum usnic_drop_reason r)
     return (unsigned) r < USNIC_DROP__COUNT && USNIC_DROP_RX_ERROR != r && USNIC_DROP_INJECTED != r;
 }
 
+/* The checks of a dispatch whose packet parsed (the whole datagram of a
+ * join: lookups is then 2), from its sender's lookup on: known is the
+ * sender the key names, crc_ok, mac_ok and verdict what the oracles said
+ * before the dispatch. */
+static void check_packet(struct fz *f, enum usnic_drop_reason why, struct fz_peer *known,
+                         bool crc_ok, bool mac_ok, enum usnic_rx_verdict verdict, bool predicted,
+                         uint8_t lane, unsigned lookups)
+{
+    struct fz_cur *c = &f->cur;
+
+    if (predicted) {
+        /* nothing the full path would have refused */
+        CHECK(0 == c->lookups && NULL != known && c->peer == known && !c->bad_src && crc_ok &&
+              mac_ok && USNIC_RX_NEW == verdict && c->v.hdr->lane == lane &&
+              USNIC_PKT_ACK != c->v.hdr->type && USNIC_PKT_FRAG != c->v.hdr->type &&
+              0 == (c->v.hdr->flags & USNIC_PKT_FLAG_ACK_REQ));
+    } else {
+        CHECK(lookups == c->lookups);
+    }
+    if (USNIC_PKT_OK != c->lookup_why) {
+        CHECK(why == c->lookup_why && NULL == c->peer);
+        return;
+    }
+    CHECK(c->peer == known);
+    /* integrity: exactly what the independent computation says */
+    if (!crc_ok) {
+        CHECK(USNIC_DROP_CHECKSUM == why);
+        return;
+    }
+    if (!mac_ok) {
+        CHECK(USNIC_DROP_AUTH == why);
+        return;
+    }
+    CHECK(USNIC_DROP_CHECKSUM != why && USNIC_DROP_AUTH != why);
+    if (c->v.hdr->lane != lane) {
+        /* sent to the other socket: never taken here */
+        CHECK(USNIC_DROP_ADDRESS == why);
+        return;
+    }
+    if (!f->sealed && 0 != known->auth) {
+        /* Raw bytes passed the MAC: only because they carry the true MAC of
+         * their bytes (checked just above, independently of
+         * usnic_pkt_verify()), which a fuzzer can learn from the comparison
+         * it watches, but no forger without the secret can produce. */
+        stats.raw_true_mac++;
+    }
+    /* the ACK and data paths */
+    CHECK(c->released == c->rel_acked);
+    if (USNIC_PKT_ACK == c->v.hdr->type) {
+        CHECK(USNIC_PKT_OK == why || USNIC_DROP_ACK_RANGE == why);
+        CHECK(0 == c->accepteds && 0 == c->delivers && 0 == c->put_writes);
+        CHECK((USNIC_PKT_OK == why) == (1 == c->ack_rxs));
+    } else {
+        CHECK(0 == c->ack_rxs);
+        if (USNIC_PKT_OK == why) {
+            CHECK(USNIC_RX_NEW == verdict);
+            CHECK(1 == c->accepteds);
+            CHECK(USNIC_RX_DUP == usnic_rel_rx_check(&known->rel, c->v.hdr->seq));
+            if (USNIC_PKT_PUT == c->v.hdr->type) {
+                CHECK(1 == c->put_writes && 0 == c->delivers && 1 == c->resolves);
+            } else {
+                CHECK(0 == c->put_writes);
+                if (!c->applied) {
+                    shadow_apply(f); /* taken, waiting for the rest or its turn */
+                    c->applied = true;
+                }
+            }
+        } else {
+            CHECK(0 == c->accepteds);
+            if (USNIC_RX_NEW == verdict) {
+                CHECK(USNIC_RX_NEW == usnic_rel_rx_check(&known->rel, c->v.hdr->seq));
+            }
+            if (USNIC_DROP_WINDOW == why) {
+                CHECK(USNIC_RX_BEYOND == verdict);
+            }
+        }
+    }
+    if (USNIC_PKT_OK == why) {
+        stats.ok[c->v.hdr->type & 7u]++;
+    }
+}
+
+/* The checks of a dispatch whose packet parsed as a PART. */
+static void check_part(struct fz *f, enum usnic_drop_reason why, struct fz_peer *known, bool crc_ok,
+                       bool mac_ok, enum usnic_rx_verdict verdict, bool predicted, uint8_t lane)
+{
+    struct fz_cur *c = &f->cur;
+
+    CHECK(!predicted);
+    stats.parts++;
+    if (c->joined) {
+        /* the part that completed it passed every check a packet gets, and
+         * the whole datagram every check of its own */
+        CHECK(NULL != known && c->part_peer == known && crc_ok && mac_ok &&
+              USNIC_RX_NEW == verdict && c->part_v.hdr->lane == lane);
+        check_packet(f, why, c->whole_known, c->whole_crc_ok, c->whole_mac_ok, c->whole_verdict,
+                     false, lane, 2);
+        return;
+    }
+    CHECK(1 == c->lookups);
+    if (USNIC_PKT_OK != c->lookup_why) {
+        CHECK(why == c->lookup_why && NULL == c->peer);
+        return;
+    }
+    CHECK(c->peer == known);
+    if (!crc_ok) {
+        CHECK(USNIC_DROP_CHECKSUM == why);
+        return;
+    }
+    if (!mac_ok) {
+        CHECK(USNIC_DROP_AUTH == why);
+        return;
+    }
+    CHECK(USNIC_DROP_CHECKSUM != why && USNIC_DROP_AUTH != why);
+    if (c->v.hdr->lane != lane) {
+        CHECK(USNIC_DROP_ADDRESS == why);
+        return;
+    }
+    /* a part alone is never committed, delivered or acknowledged, and
+     * leaves its sequence number as it was */
+    CHECK(0 == c->accepteds && 0 == c->delivers && 0 == c->put_writes && 0 == c->ack_rxs);
+    CHECK(verdict == usnic_rel_rx_check(&known->rel, c->v.hdr->seq));
+    CHECK(!c->whole_refused || (USNIC_RX_NEW == verdict && USNIC_PKT_OK != why));
+    if (USNIC_RX_BEYOND == verdict) {
+        CHECK(USNIC_DROP_WINDOW == why);
+    } else if (USNIC_RX_DUP == verdict) {
+        CHECK(USNIC_DROP_DUPLICATE == why);
+    }
+}
+
 static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mut, uint8_t aux)
 {
     uint8_t *b = malloc(len); /* exact size: ASan sees any read past the datagram */
@@ -1176,8 +1392,7 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
     struct fz_peer *known = NULL;
     bool crc_ok = true, mac_ok = true;
     struct usnic_rx_params prm;
-
-    bool predicted;
+    bool predicted, part;
 
     memset(&prm, 0, sizeof(prm));
     if (len > 0) {
@@ -1217,19 +1432,9 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
         }
     }
     if (NULL != known) {
-        /* what the connection's CRC and MAC must say, computed independently */
-        size_t sealed = len;
-        if (0 != (c->v.hdr->flags & USNIC_PKT_FLAG_PAD)) {
-            /* version 6: padding after the payload is in neither */
-            sealed = usnic_pkt_hdr_len(c->v.hdr->type) + rd32(b + 4);
-        }
-        crc_ok = !known->crc || rd32(b + USNIC_CRC_OFFSET) == oracle_crc(b, sealed);
-        mac_ok = 0 == known->auth ||
-                 rd64(b + USNIC_MAC_OFFSET) == oracle_mac(b, sealed, &known->mac, known->auth);
-        if (USNIC_PKT_ACK != c->v.hdr->type) {
-            verdict = usnic_rel_rx_check(&known->rel, c->v.hdr->seq);
-        }
+        oracle_checks(b, len, &c->v, known, &crc_ok, &mac_ok, &verdict);
     }
+    part = c->parsed && USNIC_PKT_PART == c->v.hdr->type;
 
     for (int i = 0; i < NPEERS; i++) {
         snap(&f->peer[i], &before[i]);
@@ -1293,75 +1498,10 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
         CHECK(why == parse_why && 0 == c->lookups);
         goto done;
     }
-    if (predicted) {
-        /* nothing the full path would have refused */
-        CHECK(0 == c->lookups && NULL != known && c->peer == known && !c->bad_src && crc_ok &&
-              mac_ok && USNIC_RX_NEW == verdict && c->v.hdr->lane == prm.lane &&
-              USNIC_PKT_ACK != c->v.hdr->type && USNIC_PKT_FRAG != c->v.hdr->type &&
-              0 == (c->v.hdr->flags & USNIC_PKT_FLAG_ACK_REQ));
+    if (part) {
+        check_part(f, why, known, crc_ok, mac_ok, verdict, predicted, prm.lane);
     } else {
-        CHECK(1 == c->lookups);
-    }
-    if (USNIC_PKT_OK != c->lookup_why) {
-        CHECK(why == c->lookup_why && NULL == c->peer);
-        goto done;
-    }
-    CHECK(c->peer == known);
-    /* integrity: exactly what the independent computation says */
-    if (!crc_ok) {
-        CHECK(USNIC_DROP_CHECKSUM == why);
-        goto done;
-    }
-    if (!mac_ok) {
-        CHECK(USNIC_DROP_AUTH == why);
-        goto done;
-    }
-    CHECK(USNIC_DROP_CHECKSUM != why && USNIC_DROP_AUTH != why);
-    if (c->v.hdr->lane != prm.lane) {
-        /* sent to the other socket: never taken here */
-        CHECK(USNIC_DROP_ADDRESS == why);
-        goto done;
-    }
-    if (!f->sealed && 0 != known->auth) {
-        /* Raw bytes passed the MAC: only because they carry the true MAC of
-         * their bytes (checked just above, independently of
-         * usnic_pkt_verify()), which a fuzzer can learn from the comparison
-         * it watches, but no forger without the secret can produce. */
-        stats.raw_true_mac++;
-    }
-    /* the ACK and data paths */
-    CHECK(c->released == c->rel_acked);
-    if (USNIC_PKT_ACK == c->v.hdr->type) {
-        CHECK(USNIC_PKT_OK == why || USNIC_DROP_ACK_RANGE == why);
-        CHECK(0 == c->accepteds && 0 == c->delivers && 0 == c->put_writes);
-        CHECK((USNIC_PKT_OK == why) == (1 == c->ack_rxs));
-    } else {
-        CHECK(0 == c->ack_rxs);
-        if (USNIC_PKT_OK == why) {
-            CHECK(USNIC_RX_NEW == verdict);
-            CHECK(1 == c->accepteds);
-            CHECK(USNIC_RX_DUP == usnic_rel_rx_check(&known->rel, c->v.hdr->seq));
-            if (USNIC_PKT_PUT == c->v.hdr->type) {
-                CHECK(1 == c->put_writes && 0 == c->delivers && 1 == c->resolves);
-            } else {
-                CHECK(0 == c->put_writes);
-                if (!c->applied) {
-                    shadow_apply(f); /* taken, waiting for the rest or its turn */
-                    c->applied = true;
-                }
-            }
-        } else {
-            CHECK(0 == c->accepteds);
-            if (USNIC_RX_NEW == verdict) {
-                CHECK(USNIC_RX_NEW == usnic_rel_rx_check(&known->rel, c->v.hdr->seq));
-            }
-            if (USNIC_DROP_WINDOW == why) {
-                CHECK(USNIC_RX_BEYOND == verdict);
-            }
-        }
-    }
-    if (USNIC_PKT_OK == why) {
-        stats.ok[c->v.hdr->type & 7u]++;
+        check_packet(f, why, known, crc_ok, mac_ok, verdict, predicted, prm.lane, 1);
     }
 
 done:

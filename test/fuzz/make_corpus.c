@@ -9,10 +9,12 @@
  * a ping, duplicates), FRAGs in and out of order, first/middle/last CHUNKs,
  * PUTs to live, removed and too small registrations, duplicates, window and
  * reassembly limits, every auth mode, sealed and raw, tampered datagrams,
- * unknown and pending senders, malformed headers.  Most rely on the
- * harness's mutations (sender key, sequence number relative to the window,
- * ACK relative to the send window, fragment number relative to the next
- * one, lengths, fresh stamps), so they need no knowledge of its keys.
+ * unknown and pending senders, malformed headers, datagrams in PART
+ * packets.  Most rely on the harness's mutations (sender key, sequence
+ * number relative to the window, ACK relative to the send window, fragment
+ * number relative to the next one, lengths, fresh stamps), so they need no
+ * knowledge of its keys; the whole datagrams inside PARTs, which the
+ * harness does not mutate, name its peer 0 (PEER0_*).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -247,6 +249,60 @@ static void add_put(struct input *in, unsigned step, uint8_t mut, uint8_t aux, u
                     .plen = plen,
                     .fill = (uint8_t) (off + 5)};
     add(in, step, mut, aux, &p);
+}
+
+/* ---- PART packets (btl_usnic_part.h): the whole datagram inside is not
+ * mutated by the harness, so it names peer 0 of fuzz_rx.c itself (keep in
+ * step with fz_init): key, module, the sequence number its window expects
+ * first and its first fragment number ---- */
+#define PEER0_KEY 0x6A09E667F3BCC908ull
+#define PEER0_MODULE 1u
+#define PEER0_RX_ISN 0xFFFFFFF0u
+#define PEER0_FIRST_MSG 0xFFFFFFFEu
+
+static uint8_t whole[4096];
+
+/* A whole datagram of peer 0 into `whole`: a FRAG, or a CHUNK of a
+ * msg_len-byte fragment at off; k-th of its sequence. */
+static size_t whole_data(uint8_t type, uint32_t k, uint32_t plen, uint64_t msg_len, uint64_t off)
+{
+    struct usnic_chunk_hdr ch = {.msg_len = msg_len, .offset = off};
+    struct pkt p = {.type = type,
+                    .tag = 65,
+                    .seq = PEER0_RX_ISN + k,
+                    .msg_id = PEER0_FIRST_MSG,
+                    .src_module = PEER0_MODULE,
+                    .sender_key = PEER0_KEY,
+                    .ts = 1,
+                    .ch = (USNIC_PKT_CHUNK == type) ? &ch : NULL,
+                    .plen = plen,
+                    .fill = (uint8_t) (off + 11 * k + 3)};
+    return build(whole, &p);
+}
+
+/* Bytes [off, off + n) of the len-byte datagram w as a PART whose
+ * sequence number is k relative to the harness's window. */
+static void add_part(struct input *in, unsigned step, uint8_t aux, int8_t k, const uint8_t *w,
+                     size_t len, uint64_t off, uint32_t n)
+{
+    struct usnic_chunk_hdr ch = {.msg_len = len, .offset = off};
+    struct pkt p = {
+        .type = USNIC_PKT_PART, .seq = (uint8_t) k, .ch = &ch, .plen = n, .payload = w + off};
+    add(in, step, MUT_KEY | MUT_SEQ | MUT_LEN | MUT_TS, aux, &p);
+}
+
+/* Datagram w in parts of `unit` bytes, in the order `order` gives (part
+ * numbers, repeats allowed; -1 ends it). */
+static void add_parts(struct input *in, int8_t k, const uint8_t *w, size_t len, uint32_t unit,
+                      const int *order)
+{
+    for (int i = 0; order[i] >= 0; i++) {
+        uint64_t off = (uint64_t) order[i] * unit;
+        if (off < len) {
+            uint32_t n = (len - off < unit) ? (uint32_t) (len - off) : unit;
+            add_part(in, STEP_1US, 0, k, w, len, off, n);
+        }
+    }
 }
 
 int main(int argc, char **argv)
@@ -672,6 +728,81 @@ int main(int argc, char **argv)
         }
         snprintf(name, sizeof(name), "predict-puts-auth%u", auth);
         in_write(&in, name);
+    }
+
+    /* ---- datagrams in PART packets (auth none: the whole datagram needs
+     * no MAC of its own to be taken; auth header: it is refused) ---- */
+    {
+        const uint8_t none = (uint8_t) (CFG_AUTH(0) | CFG_SEALED | CFG_TAG_OK);
+        static const int in_order[] = {0, 1, 2, 3, -1};
+        static const int shuffled[] = {3, 0, 0, 2, 1, 1, -1};
+        static const int first_only[] = {0, -1};
+        uint8_t inner[4096];
+        size_t n, m;
+
+        in_start(&in, none);
+        n = whole_data(USNIC_PKT_FRAG, 0, 300, 0, 0);
+        add_parts(&in, 0, whole, n, 128, in_order);
+        add(&in, STEP_1US, M_DATA & ~MUT_TS, 0, &(struct pkt){.type = USNIC_PKT_FRAG, .plen = 8});
+        in_write(&in, "part-frag-in-order");
+
+        in_start(&in, none);
+        n = whole_data(USNIC_PKT_FRAG, 0, 300, 0, 0);
+        add_parts(&in, 0, whole, n, 128, shuffled);
+        add_parts(&in, 0, whole, n, 128, first_only); /* after it was taken */
+        in_write(&in, "part-frag-shuffled-dup");
+
+        /* two chunks of one fragment, their parts interleaved; the second
+         * is whole first (the sequence numbers are relative to the window,
+         * which moves once the first is taken) */
+        in_start(&in, none);
+        n = whole_data(USNIC_PKT_CHUNK, 0, 300, 600, 0);
+        memcpy(inner, whole, n);
+        m = whole_data(USNIC_PKT_CHUNK, 1, 300, 600, 300);
+        for (int i = 0; i < 3; i++) {
+            const int one[] = {i, -1};
+            if (i < 2) {
+                add_parts(&in, 0, inner, n, 128, one);
+            }
+            add_parts(&in, 1, whole, m, 128, one);
+        }
+        add_parts(&in, 0, inner, n, 128, (const int[]){2, -1});
+        in_write(&in, "part-chunks-interleaved");
+
+        /* parts of parts; five datagrams begun at once (one slot evicted);
+         * a part beyond the window and one behind it */
+        in_start(&in, none);
+        n = whole_data(USNIC_PKT_FRAG, 0, 200, 0, 0);
+        memcpy(inner, whole, n);
+        {
+            struct usnic_chunk_hdr ch = {.msg_len = n, .offset = 0};
+            struct pkt p = {.type = USNIC_PKT_PART,
+                            .seq = PEER0_RX_ISN,
+                            .src_module = PEER0_MODULE,
+                            .sender_key = PEER0_KEY,
+                            .ts = 1,
+                            .ch = &ch,
+                            .plen = (uint32_t) n,
+                            .payload = inner};
+            m = build(whole, &p);
+        }
+        add_parts(&in, 0, whole, m, 192, in_order);
+        for (int8_t k = 1; k <= 5; k++) {
+            n = whole_data(USNIC_PKT_FRAG, (uint32_t) k, 400, 0, 0);
+            add_parts(&in, k, whole, n, 128, first_only);
+        }
+        n = whole_data(USNIC_PKT_FRAG, 1, 400, 0, 0);
+        add_parts(&in, 1, whole, n, 128, in_order);
+        add_part(&in, STEP_1US, 0, 100, whole, n, 0, 128);
+        add_part(&in, STEP_1US, 0, -3, whole, n, 0, 128);
+        in_write(&in, "part-of-part-evict-window");
+
+        /* auth header and a checksum: the parts pass (sealed), the whole
+         * datagram inside carries no MAC of its own */
+        in_start(&in, SEALED_DEFAULT);
+        n = whole_data(USNIC_PKT_FRAG, 0, 300, 0, 0);
+        add_parts(&in, 0, whole, n, 128, in_order);
+        in_write(&in, "part-frag-auth");
     }
 
     printf("%u seeds written to %s\n", nwritten, outdir);
