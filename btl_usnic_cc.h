@@ -114,7 +114,9 @@ struct usnic_cc_config {
 int usnic_cc_init(const struct usnic_cc_config *cfg);
 
 /* Ask for a pair to be checked; returns a handle (> 0) that identical
- * requests share, or 0 on failure.  Never blocks. */
+ * requests share, or 0 on failure.  Never blocks.  A check again (epoch
+ * > 0) reuses the handle of the last answered one toward the same peer
+ * (same addresses, port and key): its verdict must have been read. */
 uint32_t usnic_cc_request(const struct usnic_cc_req *req);
 
 /* The verdict of a handle: false while pending.  Never blocks. */

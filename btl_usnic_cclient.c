@@ -515,6 +515,15 @@ static void wake(void)
     (void) write(cc.wake_fd, &one, sizeof(one));
 }
 
+/* Does record r hold an answered check again (epoch > 0) toward the same
+ * peer process as req, over the same pair of addresses? */
+static bool rec_reusable(const struct cc_rec *r, const struct usnic_cc_req *req)
+{
+    return REC_DONE == r->state && 0 != r->req.epoch && r->req.local_ip == req->local_ip &&
+           r->req.remote_ip == req->remote_ip && r->req.remote_port == req->remote_port &&
+           r->req.remote_key == req->remote_key;
+}
+
 uint32_t usnic_cc_request(const struct usnic_cc_req *req)
 {
     uint32_t id = 0;
@@ -528,6 +537,20 @@ uint32_t usnic_cc_request(const struct usnic_cc_req *req)
         if (0 == memcmp(&cc.rec[i].req, req, sizeof(*req))) {
             id = i + 1;
             break;
+        }
+    }
+    /* A check again while the job runs takes over the record of the last
+     * one toward the same peer (answered, and its verdict applied: the
+     * BTL asks again only then), so that checks repeated all job long,
+     * every btl_usnic_connectivity_raise_after on a path that stays
+     * reduced, do not grow the table. */
+    for (uint32_t i = 0; 0 == id && 0 != req->epoch && i < cc.nrec; i++) {
+        if (rec_reusable(&cc.rec[i], req)) {
+            memset(&cc.rec[i], 0, sizeof(cc.rec[0]));
+            cc.rec[i].req = *req;
+            cc.rec[i].state = REC_NEW;
+            id = i + 1;
+            wake();
         }
     }
     if (0 == id) {

@@ -398,6 +398,61 @@ static void t_recheck_ends_early(void)
           "%d failures", bad);
 }
 
+/* Checks again all job long (the raise timer on a path that stays
+ * reduced) take over the record of the last answered one toward the same
+ * peer instead of adding one each: the same handle comes back, with the
+ * new verdict; the start-up check and other peers keep their own. */
+static void t_recheck_reuses_record(void)
+{
+    pid_t cl;
+    int bad;
+
+    reset_responder();
+    cl = fork();
+    if (0 == cl) {
+        struct usnic_cc_req r = req_of(8972), other = req_of(8972);
+        struct usnic_cc_result res;
+        uint32_t h0, h1 = 0, h, ho;
+        int f = 0;
+
+        start(false, "", 0, 20, 4);
+        h0 = usnic_cc_request(&r);
+        f += !usnic_cc_wait(h0, &res, 5000);
+        for (uint16_t e = 1; e <= 50; e++) {
+            r.epoch = e;
+            sh->max_echo = (e % 2) ? 1472 : 0; /* the path shrinks and heals in turn */
+            h = usnic_cc_request(&r);
+            if (1 == e) {
+                h1 = h;
+            }
+            if (0 == h || h == h0 || h != h1 || !usnic_cc_wait(h, &res, 5000) ||
+                res.status != ((e % 2) ? USNIC_CC_REDUCED : USNIC_CC_OK) ||
+                res.size != ((e % 2) ? 1472u : 8972u)) {
+                printf("    re-check %u: handle %u (start-up %u, first re-check %u), status %u "
+                       "size %u\n",
+                       e, h, h0, h1, res.status, res.size);
+                f++;
+                break;
+            }
+        }
+        other.remote_key = KEY + 1; /* another process of the peer host */
+        other.epoch = 1;
+        ho = usnic_cc_request(&other);
+        if (0 == ho || ho == h0 || ho == h1) {
+            printf("    another peer's re-check got handle %u (ours: %u, %u)\n", ho, h0, h1);
+            f++;
+        }
+        f += !usnic_cc_wait(ho, &res, 5000);
+        usnic_cc_fini();
+        _exit(f);
+    }
+    bad = wait_status(cl);
+    check(0 == bad,
+          "50 checks again toward one peer reuse one record (handle), each with its own "
+          "verdict; the start-up check and another peer keep theirs",
+          "%d failures", bad);
+}
+
 static void t_no_path(void)
 {
     pid_t cl;
@@ -556,6 +611,7 @@ int main(void)
     t_black_hole();
     t_recheck_while_running();
     t_recheck_ends_early();
+    t_recheck_reuses_record();
     t_no_path();
     t_agent_of_other_version();
     t_nonsense_client();
