@@ -17,11 +17,12 @@ failed=0
 # run_step NAME CMD...: run a step, count the PASS/FAIL lines it prints; a
 # step that fails without printing a FAIL line counts as one failure.
 run_step() {
-    local name=$1 log="$out/step-$1.log" rc p f
+    local name=$1 log="$out/step-$1.log" rc p f t0=$SECONDS
     shift
     echo "=== $name"
     "$@" >"$log" 2>&1
     rc=$?
+    echo "    ($name took $((SECONDS - t0)) s)"
     # PASS/FAIL lines, and the log excerpt a FAIL brings with it (fail() in
     # test/lib/mpitest.sh frames it with "---- ... ----" lines)
     awk '/^(PASS|FAIL)/ { print; x = 0; next }
