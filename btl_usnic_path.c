@@ -402,7 +402,10 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
     char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
 
     ep->recheck_handle = 0;
-    ep->recheck_after = now + USNIC_PATH_RECHECK_GAP_US;
+    /* the next check of stuck data may come as soon as data is stuck
+     * again after the path changed size (it failed again), but only 10 s
+     * after one that found nothing to change (losses only) */
+    ep->recheck_after = 0;
     ep->stuck_since = 0;
     if (USNIC_CC_REDUCED == res->status && res->size < in_use) {
         if (!path_can_shrink(res->size, in_use)) {
@@ -450,6 +453,9 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
         return;
     }
     path_raise_later(ep, now);
+    if (ep->recheck_full <= in_use) {
+        ep->recheck_after = now + USNIC_PATH_RECHECK_GAP_US;
+    }
     if (USNIC_CC_REDUCED == res->status) {
         USNIC_VERBOSE(5,
                       "path %s (%s) -> %s (%s) checked again: %u-byte datagrams still vanish, %u "

@@ -22,9 +22,11 @@
 #   6. the black hole opens while the job runs and closes again once the
 #      pair went down to 1472 (a link that failed over and back): with
 #      btl_usnic_connectivity_raise_after 2 the full size is checked again
-#      2 s after the shrink, passes, and every side that shrank goes back
-#      to 8972-byte datagrams (path_grown); the job completes with its data
-#      intact.
+#      2 s after the shrink, passes, and the pair goes back to 8972-byte
+#      datagrams (path_grown); the hole opens once more right after that
+#      and is found within 7 s (not held back by the 10 s between checks of
+#      stuck data), and closes again; every shrink is undone and the job
+#      completes with its data intact.
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
@@ -181,27 +183,50 @@ else
 fi
 
 # ---- 6. ... and closes again: the full size comes back ----
+# (then the hole opens once more right after the pair went back to 8972:
+# found again within seconds, not 10 s after the raise check; and closes
+# again, so that every shrink is undone by the end)
+
+# wait_log PATTERN N: until N lines of the running job's output match
+# (at most 30 s); sets waited (seconds)
+wait_log() {
+    local i w0=$SECONDS
+    for ((i = 0; i < 150; i++)); do
+        [ "$(grep -rhs "$1" "$RUN_LOG.d" | wc -l)" -ge "$2" ] && break
+        sleep 0.2
+    done
+    waited=$((SECONDS - w0))
+}
+
+cut_again() {
+    for h in 1 2; do
+        ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 1
+    done
+    ip -n "$NSB_HEAD" link set vh2 mtu 1500
+}
+
 EXTRA_MCA="--mca btl_usnic_connectivity_raise_after 2" cut_open "black hole closing again" 400
-for ((i = 0; i < 150; i++)); do
-    grep -rqs 'using 1472 from now on' "$RUN_LOG.d" && break
-    sleep 0.2
-done
-shrunk_after=$((SECONDS - t0))
+wait_log 'using 1472 from now on' 1
+shrunk_after=$waited
 path_whole "black hole closing again"
-t1=$SECONDS
+wait_log 'pass again: using 8972 from now on' 1
+grown_after=$waited
+cut_again
+wait_log 'using 1472 from now on' 2
+recut_after=$waited
+path_whole "black hole closing again"
 nsbed_wait_mpi
 rc=$?
-took=$((SECONDS - t1))
 shrunk=$(stat_sum "$RUN_LOG" path_shrunk)
 grown=$(stat_sum "$RUN_LOG" path_grown)
 if check_run "connectivity netns: black hole opened and closed again while running, data intact" $rc 2 &&
-    [ "$shrunk" -ge 1 ] && [ "$grown" -eq "$shrunk" ] &&
+    [ "$shrunk" -ge 2 ] && [ "$grown" -eq "$shrunk" ] && [ "$recut_after" -le 7 ] &&
     grep -q 'checking whether 8972 pass again' "$RUN_LOG" &&
     grep -q '8972-byte datagrams pass again: using 8972 from now on' "$RUN_LOG"; then
-    pass "connectivity netns: black hole closed again: 1472 used ${shrunk_after}s after the cut, 8972 again after the raise check; job completed ${took}s after the path was restored (path_shrunk=$shrunk, path_grown=$grown)"
+    pass "connectivity netns: black hole closed again: 1472 used ${shrunk_after}s after the cut, 8972 again ${grown_after}s after the repair, 1472 again ${recut_after}s after a second cut, every shrink undone (path_shrunk=$shrunk, path_grown=$grown)"
 else
     fail "connectivity netns: black hole closing again" \
-        "rc=$rc, or not every side that shrank went back to 8972-byte datagrams (path_shrunk=$shrunk path_grown=$grown)" "$RUN_LOG"
+        "rc=$rc; shrunk ${shrunk_after}s after the cut, grown ${grown_after}s after the repair, shrunk again ${recut_after}s after the second cut (at most 7 s); path_shrunk=$shrunk path_grown=$grown (want >= 2, equal)" "$RUN_LOG"
 fi
-grep -m3 'checking whether\|pass again' "$RUN_LOG" | sed 's/^/    /'
+grep -m4 'checking whether\|pass again\|from now on' "$RUN_LOG" | sed 's/^/    /'
 finish
