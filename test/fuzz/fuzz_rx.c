@@ -1252,6 +1252,37 @@ static bool reason_possible(enum usnic_drop_reason r)
     return (unsigned) r < USNIC_DROP__COUNT && USNIC_DROP_RX_ERROR != r && USNIC_DROP_INJECTED != r;
 }
 
+/* The checks every packet gets after its parse, as the dispatch must have
+ * made them: the sender's lookup, then CRC and MAC exactly as the
+ * independent computation says, then the lane.  False when one of them
+ * decided the verdict (checked here), true when the packet passed them. */
+static bool check_passed(struct fz *f, enum usnic_drop_reason why, const struct fz_peer *known,
+                         bool crc_ok, bool mac_ok, uint8_t lane)
+{
+    const struct fz_cur *c = &f->cur;
+
+    if (USNIC_PKT_OK != c->lookup_why) {
+        CHECK(why == c->lookup_why && NULL == c->peer);
+        return false;
+    }
+    CHECK(c->peer == known);
+    if (!crc_ok) {
+        CHECK(USNIC_DROP_CHECKSUM == why);
+        return false;
+    }
+    if (!mac_ok) {
+        CHECK(USNIC_DROP_AUTH == why);
+        return false;
+    }
+    CHECK(USNIC_DROP_CHECKSUM != why && USNIC_DROP_AUTH != why);
+    if (c->v.hdr->lane != lane) {
+        /* sent to the other socket: never taken here */
+        CHECK(USNIC_DROP_ADDRESS == why);
+        return false;
+    }
+    return true;
+}
+
 /* The checks of a dispatch whose packet parsed (the whole datagram of a
  * join: lookups is then 2), from its sender's lookup on: known is the
  * sender the key names, crc_ok, mac_ok and verdict what the oracles said
@@ -1271,24 +1302,7 @@ static void check_packet(struct fz *f, enum usnic_drop_reason why, struct fz_pee
     } else {
         CHECK(lookups == c->lookups);
     }
-    if (USNIC_PKT_OK != c->lookup_why) {
-        CHECK(why == c->lookup_why && NULL == c->peer);
-        return;
-    }
-    CHECK(c->peer == known);
-    /* integrity: exactly what the independent computation says */
-    if (!crc_ok) {
-        CHECK(USNIC_DROP_CHECKSUM == why);
-        return;
-    }
-    if (!mac_ok) {
-        CHECK(USNIC_DROP_AUTH == why);
-        return;
-    }
-    CHECK(USNIC_DROP_CHECKSUM != why && USNIC_DROP_AUTH != why);
-    if (c->v.hdr->lane != lane) {
-        /* sent to the other socket: never taken here */
-        CHECK(USNIC_DROP_ADDRESS == why);
+    if (!check_passed(f, why, known, crc_ok, mac_ok, lane)) {
         return;
     }
     if (!f->sealed && 0 != known->auth) {
@@ -1352,22 +1366,7 @@ static void check_part(struct fz *f, enum usnic_drop_reason why, struct fz_peer 
         return;
     }
     CHECK(1 == c->lookups);
-    if (USNIC_PKT_OK != c->lookup_why) {
-        CHECK(why == c->lookup_why && NULL == c->peer);
-        return;
-    }
-    CHECK(c->peer == known);
-    if (!crc_ok) {
-        CHECK(USNIC_DROP_CHECKSUM == why);
-        return;
-    }
-    if (!mac_ok) {
-        CHECK(USNIC_DROP_AUTH == why);
-        return;
-    }
-    CHECK(USNIC_DROP_CHECKSUM != why && USNIC_DROP_AUTH != why);
-    if (c->v.hdr->lane != lane) {
-        CHECK(USNIC_DROP_ADDRESS == why);
+    if (!check_passed(f, why, known, crc_ok, mac_ok, lane)) {
         return;
     }
     /* a part alone is never committed, delivered or acknowledged, and

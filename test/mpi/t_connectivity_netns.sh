@@ -205,7 +205,7 @@ cut_again() {
     ip -n "$NSB_HEAD" link set vh2 mtu 1500
 }
 
-EXTRA_MCA="--mca btl_usnic_connectivity_raise_after 2" cut_open "black hole closing again" 400
+EXTRA_MCA="--mca btl_usnic_connectivity_raise_after 2" cut_open "black hole closing again" 300
 wait_log 'using 1472 from now on' 1
 shrunk_after=$waited
 path_whole "black hole closing again"
