@@ -296,6 +296,26 @@ static void connection_mac_key(const struct usnic_sip_key *sender_secret, uint64
                              receiver_key);
 }
 
+uint32_t usnic_endpoint_pair_mtu(const mca_btl_base_endpoint_t *ep, int chan)
+{
+    uint32_t mtu = ep->module->chan[chan].mtu;
+
+    return (ep->remote.mtu[chan] < mtu) ? ep->remote.mtu[chan] : mtu;
+}
+
+void usnic_endpoint_set_dgram(mca_btl_base_endpoint_t *ep, uint32_t data)
+{
+    uint32_t prio = usnic_endpoint_pair_mtu(ep, USNIC_CHAN_PRIO);
+
+    if (prio > data) {
+        prio = data; /* (only when the path shrank: each side's is at most its data size) */
+    }
+    ep->frag_max = data - (uint32_t) USNIC_HDR_LEN_FRAG;
+    ep->prio_frag_max = prio - (uint32_t) USNIC_HDR_LEN_FRAG;
+    ep->chunk_max = data - (uint32_t) USNIC_HDR_LEN_CHUNK;
+    ep->put_max = data - (uint32_t) USNIC_HDR_LEN_PUT;
+}
+
 mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc_t *proc,
                                                const struct usnic_modex_rec *rec)
 {
@@ -370,18 +390,8 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
     }
     ep->rel.ack_every = (rec->send_window / 4 > 0) ? rec->send_window / 4 : 1;
     {
-        uint32_t data = module->chan[USNIC_CHAN_DATA].mtu;
-        uint32_t prio = module->chan[USNIC_CHAN_PRIO].mtu;
-        if (rec->mtu[USNIC_CHAN_DATA] < data) {
-            data = rec->mtu[USNIC_CHAN_DATA];
-        }
-        if (rec->mtu[USNIC_CHAN_PRIO] < prio) {
-            prio = rec->mtu[USNIC_CHAN_PRIO];
-        }
-        ep->frag_max = data - (uint32_t) USNIC_HDR_LEN_FRAG;
-        ep->prio_frag_max = prio - (uint32_t) USNIC_HDR_LEN_FRAG;
-        ep->chunk_max = data - (uint32_t) USNIC_HDR_LEN_CHUNK;
-        ep->put_max = data - (uint32_t) USNIC_HDR_LEN_PUT;
+        uint32_t data = usnic_endpoint_pair_mtu(ep, USNIC_CHAN_DATA);
+        usnic_endpoint_set_dgram(ep, data);
         ep->reasm.chunk = ep->chunk_max; /* the peer cuts its fragments alike */
         /* keep what we have in flight within half the peer's kernel buffer
          * and btl_usnic_max_inflight, but always allow a few datagrams */

@@ -88,6 +88,13 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
                                                const struct usnic_modex_rec *rec);
 void usnic_endpoint_destroy(mca_btl_base_endpoint_t *ep);
 
+/* The largest datagram both ends take on channel chan (from the modex
+ * records: ours and ep->remote). */
+uint32_t usnic_endpoint_pair_mtu(const mca_btl_base_endpoint_t *ep, int chan);
+/* The payload limits of FRAG, CHUNK and PUT datagrams of `data` bytes to
+ * ep's peer, and of the priority channel's (at most as large). */
+void usnic_endpoint_set_dgram(mca_btl_base_endpoint_t *ep, uint32_t data);
+
 /* The endpoint of the sending module with this key, or NULL.  Never blocks. */
 mca_btl_base_endpoint_t *usnic_endpoint_for_key(usnic_module_t *module, uint64_t key);
 /* A datagram of key's stream arrived on module, whose own endpoints do not

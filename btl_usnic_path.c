@@ -232,19 +232,8 @@ static bool path_can_shrink(uint32_t size, uint32_t in_use)
  * full size): the fragments not cut yet are cut to it. */
 static void path_resize(mca_btl_base_endpoint_t *ep, uint32_t size)
 {
-    uint32_t prio = ep->module->chan[USNIC_CHAN_PRIO].mtu;
-
-    if (ep->remote.mtu[USNIC_CHAN_PRIO] < prio) {
-        prio = ep->remote.mtu[USNIC_CHAN_PRIO]; /* as usnic_endpoint_create cut it */
-    }
     ep->path_size = size;
-    ep->frag_max = size - (uint32_t) USNIC_HDR_LEN_FRAG;
-    ep->prio_frag_max = prio - (uint32_t) USNIC_HDR_LEN_FRAG;
-    if (ep->prio_frag_max > ep->frag_max) {
-        ep->prio_frag_max = ep->frag_max;
-    }
-    ep->chunk_max = size - (uint32_t) USNIC_HDR_LEN_CHUNK;
-    ep->put_max = size - (uint32_t) USNIC_HDR_LEN_PUT;
+    usnic_endpoint_set_dgram(ep, size);
     /* the peer checks the same path and cuts its chunks alike, but when
      * it changes size is its own verdict's: accept any chunk size */
     ep->reasm.chunk = 0;
@@ -260,6 +249,14 @@ static void path_raise_later(mca_btl_base_endpoint_t *ep, uint64_t now)
     if (0 != after && !ep->dead && path_in_use(ep) < ep->path_full) {
         ep->raise_at = now + (uint64_t) after * 1000000u;
     }
+}
+
+/* May ep's path be checked again now: the checker runs, the peer answers
+ * pings, no check of its path is pending or under way, it is alive? */
+static bool path_recheck_possible(const mca_btl_base_endpoint_t *ep)
+{
+    return path_on && 0 != ep->remote.live_port && 0 == ep->recheck_handle &&
+           USNIC_PATH_PENDING != ep->path_state && !ep->dead;
 }
 
 /* Ask the checker about ep's path again while the job runs, for `full`
@@ -347,9 +344,8 @@ void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes,
     }
     /* (a small datagram lost again and again is no matter of size) */
     if (0 == stuck_after ||
-        usnic_elapsed_us(now, ep->stuck_since) < (uint64_t) stuck_after * 1000u || !path_on ||
-        0 == ep->remote.live_port || 0 != ep->recheck_handle || now < ep->recheck_after ||
-        USNIC_PATH_PENDING == ep->path_state || ep->dead || bytes <= USNIC_CC_MIN_USEFUL) {
+        usnic_elapsed_us(now, ep->stuck_since) < (uint64_t) stuck_after * 1000u ||
+        !path_recheck_possible(ep) || now < ep->recheck_after || bytes <= USNIC_CC_MIN_USEFUL) {
         return;
     }
     if (!path_recheck(ep, path_in_use(ep))) {
@@ -373,8 +369,7 @@ void usnic_path_raise(mca_btl_base_endpoint_t *ep, uint64_t now)
 
     ep->raise_at = 0;
     /* (a check under way sets the next try when its verdict comes) */
-    if (!path_on || 0 == ep->remote.live_port || ep->dead || 0 != ep->recheck_handle ||
-        USNIC_PATH_PENDING == ep->path_state || path_in_use(ep) >= ep->path_full) {
+    if (!path_recheck_possible(ep) || path_in_use(ep) >= ep->path_full) {
         return;
     }
     if (!path_recheck(ep, ep->path_full)) {
@@ -407,6 +402,8 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
      * after one that found nothing to change (losses only) */
     ep->recheck_after = 0;
     ep->stuck_since = 0;
+    inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
+    inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
     if (USNIC_CC_REDUCED == res->status && res->size < in_use) {
         if (!path_can_shrink(res->size, in_use)) {
             path_fail(ep, "path mtu black hole while running", in_use, res->size);
@@ -421,8 +418,6 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
         module->stats.path_shrunk++;
         path_raise_later(ep, now);
         (void) usnic_rel_tx_resend_all(&ep->rel);
-        inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
-        inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
         USNIC_VERBOSE(5,
                       "path %s (%s) -> %s (%s) checked again: %u-byte datagrams vanish, %u pass: "
                       "using %u from now on, and sending the %u in flight in parts",
@@ -431,8 +426,6 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
         path_warn_once(ep, "path mtu reduced while running", in_use, res->size);
         return;
     }
-    inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
-    inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
     if (USNIC_CC_OK == res->status) {
         grow = ep->recheck_full;
     } else if (USNIC_CC_REDUCED == res->status) {
