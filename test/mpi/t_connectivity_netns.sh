@@ -117,6 +117,15 @@ nsbed_exec 2 nft delete table inet usnic_cc_cut 2>/dev/null
 # whatever a port's MTU, which no real switch does).  The peer still
 # answers small datagrams; without the re-check the job hangs until its
 # timeout.
+# cut_now: vh2 takes only 1500 bytes, and the hosts' trains are cut into
+# packets before they leave
+cut_now() {
+    for h in 1 2; do
+        ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 1 || echo "    (gso_max_segs not set on h$h)"
+    done
+    ip -n "$NSB_HEAD" link set vh2 mtu 1500
+}
+
 # cut_open NAME ITERATIONS: start the ping-pong, open the black hole once
 # 100 MB went out; sets t0 (when)
 cut_open() {
@@ -124,10 +133,7 @@ cut_open() {
     tx0=$(nsbed_ifstat 1 tx_bytes)
     nsbed_start_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i "$2"
     nsbed_wait_sent 1 100000000 "$tx0"
-    for h in 1 2; do
-        ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 1 || echo "    (gso_max_segs not set on h$h)"
-    done
-    ip -n "$NSB_HEAD" link set vh2 mtu 1500
+    cut_now
     t0=$SECONDS
 }
 
@@ -198,20 +204,13 @@ wait_log() {
     waited=$((SECONDS - w0))
 }
 
-cut_again() {
-    for h in 1 2; do
-        ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 1
-    done
-    ip -n "$NSB_HEAD" link set vh2 mtu 1500
-}
-
 EXTRA_MCA="--mca btl_usnic_connectivity_raise_after 2" cut_open "black hole closing again" 300
 wait_log 'using 1472 from now on' 1
 shrunk_after=$waited
 path_whole "black hole closing again"
 wait_log 'pass again: using 8972 from now on' 1
 grown_after=$waited
-cut_again
+cut_now
 wait_log 'using 1472 from now on' 2
 recut_after=$waited
 path_whole "black hole closing again"
