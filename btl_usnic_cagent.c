@@ -46,7 +46,8 @@ struct cc_entry {
     int nsizes;
     uint32_t answered; /* bit i: sizes[i] came back */
     uint64_t nonce;
-    uint64_t next_us; /* next round due */
+    struct usnic_sip_key secret; /* the pinged module's: key of its pongs' MAC */
+    uint64_t next_us;            /* next round due */
     int rounds;
     bool done;
     struct usnic_cc_result res;
@@ -158,11 +159,14 @@ static int engine_sock(struct cc_engine *e, uint32_t ip)
 
 static void finish(struct cc_engine *e, struct cc_entry *x, uint32_t status, uint32_t size)
 {
+    if (0 != x->res.forged) {
+        elog(e, 5, "%u pongs with a wrong MAC dropped during this check", x->res.forged);
+    }
     x->done = true;
     x->res.status = status;
     x->res.size = size;
     x->res.rounds = (uint32_t) x->rounds;
-    x->res.by_agent = 0;
+    x->res.by_agent = 0; /* (forged: counted since entry_start) */
     for (int i = 0; i < x->nw; i++) {
         e->done(e->ctx, x->w[i].waiter, &x->req, &x->res);
     }
@@ -191,6 +195,7 @@ static void entry_start(struct cc_engine *e, struct cc_entry *x, const struct us
     uint32_t full = req->full;
 
     x->req = *req;
+    usnic_sip_key_load(&x->secret, req->remote_secret);
     x->nsizes = 0;
     x->answered = 0;
     x->rounds = 0;
@@ -330,6 +335,17 @@ static void take_pong(struct cc_engine *e, int s, size_t len, const struct socka
             x->req.remote_ip != from->sin_addr.s_addr || x->req.remote_port != from->sin_port) {
             continue;
         }
+        if (p->to_key != x->req.remote_key ||
+            !usnic_sip_tag_equal(usnic_sip_tag_load(p->mac), usnic_cc_pong_mac(&x->secret, p))) {
+            /* not from the process pinged (someone who read the ping) */
+            if (0 == x->res.forged++) {
+                char a[INET_ADDRSTRLEN];
+                inet_ntop(AF_INET, &from->sin_addr, a, sizeof(a));
+                elog(e, 5, "a %zu-byte pong from %s:%u has a wrong MAC: dropped", len, a,
+                     (unsigned) ntohs(from->sin_port));
+            }
+            return;
+        }
         for (int j = 0; j < x->nsizes; j++) {
             if (x->sizes[j] == len) {
                 x->answered |= 1u << j;
@@ -420,16 +436,22 @@ int cc_engine_run(struct cc_engine *e, int ready_fd, uint64_t now_us)
     return next < 0 ? -1 : (int) ((next + 999) / 1000);
 }
 
-bool usnic_cc_make_pong(uint8_t *buf, size_t len, uint64_t key)
+uint64_t usnic_cc_pong_mac(const struct usnic_sip_key *secret, const struct usnic_cc_ping *pong)
+{
+    return usnic_siphash24(secret, pong, offsetof(struct usnic_cc_ping, mac));
+}
+
+bool usnic_cc_make_pong(uint8_t *buf, size_t len, uint64_t key, const struct usnic_sip_key *secret)
 {
     struct usnic_cc_ping *p = (struct usnic_cc_ping *) buf;
 
     if (len < sizeof(*p) || len > USNIC_CC_MAX_DGRAM || USNIC_CC_MAGIC != p->magic ||
         USNIC_CC_VERSION != p->version || USNIC_CC_PING != p->type || 0 != p->zero ||
-        0 != p->zero2 || p->size != len || p->to_key != key) {
+        0 != p->zero2 || p->size != len || p->to_key != key || 0 != usnic_sip_tag_load(p->mac)) {
         return false;
     }
     p->type = USNIC_CC_PONG;
+    usnic_sip_tag_store(p->mac, usnic_cc_pong_mac(secret, p));
     return true;
 }
 

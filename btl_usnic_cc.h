@@ -34,24 +34,37 @@
  * This file and the two that implement it use no OPAL: the unit test
  * test/unit/t_cc.c drives agent and clients in one process.
  *
- * Ping wire format (32 bytes, then padding up to size; host byte order):
+ * Ping wire format (40 bytes, then padding up to size; host byte order):
  *
- *    0        4       5      6       8        12       16         24      32
- *    +--------+-------+------+-------+--------+--------+----------+-------+
- *    | magic  |version| type | zero  |  size  | zero   |  to_key  | nonce |
- *    +--------+-------+------+-------+--------+--------+----------+-------+
+ *    0        4       5      6       8        12       16         24      32     40
+ *    +--------+-------+------+-------+--------+--------+----------+-------+------+
+ *    | magic  |version| type | zero  |  size  | zero   |  to_key  | nonce | mac  |
+ *    +--------+-------+------+-------+--------+--------+----------+-------+------+
  *
  * size is the whole datagram's length (checked against what arrived);
- * to_key the peer module's modex key; nonce random per check, echoed.
+ * to_key the peer module's modex key; nonce random per check, echoed.  A
+ * ping's mac is zero.  The responder turns a ping into its pong by setting
+ * type and mac: SipHash-2-4 of bytes 0-31 under the responding module's
+ * secret (the key of its packets' MACs, which peers learn from the modex
+ * and the network never carries), stored little-endian.  The checker
+ * takes a pong only with that MAC, under the secret of the process it
+ * pinged: someone who reads the pings (and their nonces) and can send
+ * from the peer's address still cannot answer a size the path does not
+ * carry (before version 3 they could, and a path cut to a smaller size
+ * grew back into the hole at each raise check).  The padding is not
+ * covered: only its length counts, and that is size.
  */
 #ifndef BTL_USNIC_CC_H
 #define BTL_USNIC_CC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "btl_usnic_auth.h"
+
 #define USNIC_CC_MAGIC 0x47504355u /* "UCPG" on little-endian hosts */
-#define USNIC_CC_VERSION 2         /* ping format and agent protocol (2: epoch) */
+#define USNIC_CC_VERSION 3         /* ping format and agent protocol (2: epoch; 3: MAC, secret) */
 #define USNIC_CC_PING 1
 #define USNIC_CC_PONG 2
 #define USNIC_CC_SMALL 64         /* the small ping */
@@ -67,8 +80,10 @@ struct usnic_cc_ping {
     uint32_t zero2;
     uint64_t to_key;
     uint64_t nonce;
+    uint8_t mac[USNIC_SIP_TAG_BYTES]; /* pong: SipHash-2-4 of the bytes before it; ping: 0 */
 };
-_Static_assert(sizeof(struct usnic_cc_ping) == 32, "connectivity ping layout");
+_Static_assert(sizeof(struct usnic_cc_ping) == 40, "connectivity ping layout");
+_Static_assert(offsetof(struct usnic_cc_ping, mac) == 32, "connectivity ping MAC input");
 
 /* What to check.  Addresses and port in network byte order. */
 struct usnic_cc_req {
@@ -82,6 +97,8 @@ struct usnic_cc_req {
     uint16_t epoch;
     uint32_t full;       /* the pair's datagram size (UDP payload) */
     uint64_t remote_key; /* the peer module's modex key (to_key of the pings) */
+    /* the peer module's secret (its modex record): the key of its pongs' MAC */
+    uint8_t remote_secret[USNIC_SIP_KEY_BYTES];
 };
 
 enum usnic_cc_status {
@@ -97,6 +114,8 @@ struct usnic_cc_result {
     uint32_t size;     /* largest size proven (OK: full; REDUCED: less; else 0) */
     uint32_t rounds;   /* rounds of pings it took */
     uint32_t by_agent; /* 1: the host's agent decided it, 0: this process */
+    uint32_t forged;   /* pongs for this check dropped for a wrong MAC */
+    uint32_t zero;
 };
 
 struct usnic_cc_config {
@@ -152,7 +171,11 @@ int cc_engine_fds(const struct cc_engine *e, int *fds, int max);
 int cc_engine_run(struct cc_engine *e, int ready_fd, uint64_t now_us);
 
 /* Echo a ping that arrived (liveness responder): true if buf holds a valid
- * ping for key; it is then turned into the pong to send back. */
-bool usnic_cc_make_pong(uint8_t *buf, size_t len, uint64_t key);
+ * ping for key; it is then turned into the pong to send back, with its MAC
+ * under secret (the module's own). */
+bool usnic_cc_make_pong(uint8_t *buf, size_t len, uint64_t key, const struct usnic_sip_key *secret);
+
+/* The MAC a pong in buf must carry when the module answering has secret. */
+uint64_t usnic_cc_pong_mac(const struct usnic_sip_key *secret, const struct usnic_cc_ping *pong);
 
 #endif /* BTL_USNIC_CC_H */

@@ -218,7 +218,7 @@ static void drain(int mod, uint64_t now)
         }
         if (flen == sizeof(from) && AF_INET == from.sin_family &&
             (size_t) r <= sizeof(live.rxbuf) && (size_t) r != sizeof(pkt) &&
-            usnic_cc_make_pong(live.rxbuf, (size_t) r, m->key)) {
+            usnic_cc_make_pong(live.rxbuf, (size_t) r, m->key, &m->mac)) {
             /* a connectivity ping (btl_usnic_cc.h): back at the same size */
             if (reply_allowed(m, now) && sendto(m->fd, live.rxbuf, (size_t) r, MSG_DONTWAIT,
                                                 (struct sockaddr *) &from, sizeof(from)) == r) {

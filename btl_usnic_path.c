@@ -120,6 +120,7 @@ static uint32_t path_request(const mca_btl_base_endpoint_t *ep, uint32_t full, u
     req.remote_port = ep->remote.live_port;
     req.full = full;
     req.remote_key = ep->remote.key;
+    memcpy(req.remote_secret, ep->remote.secret, sizeof(req.remote_secret));
     req.epoch = epoch;
     return usnic_cc_request(&req);
 }
@@ -278,6 +279,7 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
     char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN], rif[USNIC_IFNAME_BUF];
 
     ep->path_state = USNIC_PATH_READY;
+    module->stats.cc_forged += res->forged;
     inet_ntop(AF_INET, &module->if_addr.sin_addr, lip, sizeof(lip));
     inet_ntop(AF_INET, &ep->remote.ipv4, rip, sizeof(rip));
     usnic_rec_ifname(&ep->remote, rif);
@@ -397,6 +399,7 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
     char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
 
     ep->recheck_handle = 0;
+    module->stats.cc_forged += res->forged;
     /* the next check of stuck data may come as soon as data is stuck
      * again after the path changed size (it failed again), but only 10 s
      * after one that found nothing to change (losses only) */

@@ -26,7 +26,13 @@
 #      datagrams (path_grown); the hole opens once more right after that
 #      and is found within 7 s (not held back by the 10 s between checks of
 #      stuck data), and closes again; every shrink is undone and the job
-#      completes with its data intact.
+#      completes with its data intact;
+#   7. the black hole from the start, and an attacker on h1's bridge port
+#      (cc_forge.c) who reads the pings and answers every one above 1472
+#      bytes from h2's address: its pongs lack the MAC only the pinged
+#      process can make, so they are dropped and counted (cc_forged), the
+#      pair uses 1472 from the start, and the raise checks (every second)
+#      never grow it into the hole.
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
@@ -228,4 +234,51 @@ else
         "rc=$rc; shrunk ${shrunk_after}s after the cut, grown ${grown_after}s after the repair, shrunk again ${recut_after}s after the second cut (at most 7 s); path_shrunk=$shrunk path_grown=$grown (want >= 2, equal)" "$RUN_LOG"
 fi
 grep -m4 'checking whether\|pass again\|from now on' "$RUN_LOG" | sed 's/^/    /'
+
+# ---- 7. forged answers to the pings ----
+# build_forge: compile cc_forge.c (not an MPI program; the ping format from
+# the component's header) to $TEST_TMP/bin; sets forge
+build_forge() {
+    local out bin=$TEST_TMP/bin/cc_forge
+    if ! out=$(cc -O2 -Wall -Wextra -I"$MT_SRC/../.." -o "$bin.$$" "$MT_SRC/cc_forge.c" 2>&1); then
+        fail "build cc_forge" "cc failed"
+        printf '    %s\n' "$out"
+        rm -f "$bin.$$"
+        return 1
+    fi
+    [ -n "$out" ] && printf '    build cc_forge: %s\n' "$out"
+    mv -f "$bin.$$" "$bin"
+    forge=$bin
+}
+
+if build_forge; then
+    forge_out=$TEST_TMP/logs/$MT_NAME.$$.forge
+    rm -f "$forge_out"
+    cut_now
+    ip netns exec "$NSB_HEAD" "$forge" -i vh1 -m 1472 -o "$forge_out" >"$forge_out.log" 2>&1 &
+    forge_pid=$!
+    for ((i = 0; i < 50; i++)); do
+        [ -f "$forge_out" ] && break
+        sleep 0.1
+    done
+    EXTRA_MCA="--mca btl_usnic_connectivity_raise_after 1" nsbed_run_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i 40
+    rc=$?
+    kill -TERM "$forge_pid" 2>/dev/null
+    wait "$forge_pid" 2>/dev/null
+    forged=$(sed -n 's/.*forged=\([0-9]*\).*/\1/p' "$forge_out" 2>/dev/null)
+    pings=$(sed -n 's/.*pings=\([0-9]*\).*/\1/p' "$forge_out" 2>/dev/null)
+    dropped=$(stat_sum "$RUN_LOG" cc_forged)
+    grown=$(stat_sum "$RUN_LOG" path_grown)
+    if check_run "connectivity netns: forged pongs, data intact" $rc 2 &&
+        grep -Eq "8972-byte datagrams vanish, 1472 pass: using 1472" "$RUN_LOG" &&
+        grep -q 'has a wrong MAC: dropped' "$RUN_LOG" && [ "${forged:-0}" -ge 2 ] &&
+        [ "$dropped" -ge 2 ] && [ "$grown" -eq 0 ]; then
+        pass "connectivity netns: forged pongs: $forged sent (of $pings pings seen), $dropped dropped for a wrong MAC (cc_forged), 1472 used, path_grown=0 with $(grep -c 'still vanish' "$RUN_LOG") raise checks that failed"
+    else
+        fail "connectivity netns: forged pongs" \
+            "rc=$rc; forged=${forged:-none} pings=${pings:-none} cc_forged=$dropped path_grown=$grown; a forged pong was taken, not counted, or the pair did not use 1472 ($(tr '\n' ' ' <"$forge_out.log"))" "$RUN_LOG"
+    fi
+fi
+path_whole "forged pongs"
+
 finish

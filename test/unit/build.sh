@@ -18,7 +18,7 @@ CFLAGS="-std=c11 -O1 -g -Wall -Wextra -Werror -I. -DBTL_USNIC_UNIT_TEST=1"
 CORE="btl_usnic_rel.c btl_usnic_reasm.c btl_usnic_part.c btl_usnic_reg.c btl_usnic_proto.c btl_usnic_auth.c btl_usnic_route.c"
 TESTS="test_auth test_rel test_proto test_model test_route test_cc"
 # the connectivity checker is built from its own sources (no core, threads)
-CC_SRCS="btl_usnic_cagent.c btl_usnic_cclient.c"
+CC_SRCS="btl_usnic_cagent.c btl_usnic_cclient.c btl_usnic_auth.c"
 
 case $mode in
 asan)

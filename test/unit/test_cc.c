@@ -40,6 +40,10 @@ struct shared {
     volatile int src[32];
     volatile int max_echo; /* echo only pings up to this size (0: all) */
     volatile int closed;   /* 1: echo nothing */
+    /* 1: an attacker who reads the pings answers those above max_echo
+     * from the responder's address, with a MAC under a secret it guessed */
+    volatile int forge;
+    volatile int forged; /* pongs it sent */
 };
 
 static struct shared *sh;
@@ -54,9 +58,28 @@ static uint64_t now_ms(void)
     return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
 }
 
+/* The secret of the peer process with that key (in a job: its modex
+ * record). */
+static struct usnic_sip_key secret_of(uint64_t key, uint8_t bytes[USNIC_SIP_KEY_BYTES])
+{
+    struct usnic_sip_key k;
+    uint8_t b[USNIC_SIP_KEY_BYTES];
+
+    for (int i = 0; i < USNIC_SIP_KEY_BYTES; i++) {
+        b[i] = (uint8_t) ((key >> (8 * (i % 8))) ^ (uint64_t) (0x5a + 17 * i));
+    }
+    if (NULL != bytes) {
+        memcpy(bytes, b, sizeof(b));
+    }
+    usnic_sip_key_load(&k, b);
+    return k;
+}
+
 static void responder(void)
 {
     static _Alignas(struct usnic_cc_ping) uint8_t buf[65536];
+    const struct usnic_sip_key s0 = secret_of(KEY, NULL), s1 = secret_of(KEY + 1, NULL);
+    const struct usnic_sip_key guess = secret_of(~KEY, NULL);
 
     for (;;) {
         struct sockaddr_in from;
@@ -65,8 +88,8 @@ static void responder(void)
         int port, i;
 
         /* two "processes" of the peer host: keys KEY and KEY + 1 */
-        if (r < 0 || (!usnic_cc_make_pong(buf, (size_t) r, KEY) &&
-                      !usnic_cc_make_pong(buf, (size_t) r, KEY + 1))) {
+        if (r < 0 || (!usnic_cc_make_pong(buf, (size_t) r, KEY, &s0) &&
+                      !usnic_cc_make_pong(buf, (size_t) r, KEY + 1, &s1))) {
             continue;
         }
         sh->pings++;
@@ -75,6 +98,13 @@ static void responder(void)
         }
         if (i == sh->nsrc && i < 32) {
             sh->src[sh->nsrc++] = port;
+        }
+        if (sh->forge && sh->max_echo > 0 && r > sh->max_echo) {
+            struct usnic_cc_ping *p = (struct usnic_cc_ping *) buf;
+            usnic_sip_tag_store(p->mac, usnic_cc_pong_mac(&guess, p));
+            (void) sendto(resp_fd, buf, (size_t) r, 0, (struct sockaddr *) &from, fl);
+            sh->forged++;
+            continue;
         }
         if (sh->closed || (sh->max_echo > 0 && r > sh->max_echo)) {
             continue;
@@ -94,6 +124,7 @@ static struct usnic_cc_req req_of(uint32_t full)
     r.remote_port = htons(resp_port);
     r.full = full;
     r.remote_key = req_key;
+    (void) secret_of(req_key, r.remote_secret);
     return r;
 }
 
@@ -116,6 +147,7 @@ static void start(bool agent, const char *path, int delay_ms, int ack_ms, int re
 }
 
 static uint32_t last_rounds; /* the rounds of the last verdict expect_epoch got */
+static uint32_t last_forged; /* and the pongs it dropped for a wrong MAC */
 
 /* One expectation on the verdict of a check with that epoch (0: the one
  * before the first traffic); returns 1 if it failed. */
@@ -134,6 +166,7 @@ static int expect_epoch(const char *who, uint32_t full, uint16_t epoch, uint32_t
         return 1;
     }
     last_rounds = res.rounds;
+    last_forged = res.forged;
     if (res.status != status || res.size != size ||
         (by_agent >= 0 && (int) res.by_agent != by_agent)) {
         printf("    %s: full %u: status %u size %u by_agent %u; wanted %u %u %d\n", who, full,
@@ -175,6 +208,8 @@ static void reset_responder(void)
     sh->nsrc = 0;
     sh->max_echo = 0;
     sh->closed = 0;
+    sh->forge = 0;
+    sh->forged = 0;
 }
 
 /* ---- scenarios ---- */
@@ -317,6 +352,42 @@ static void t_black_hole(void)
     bad = wait_status(cl);
     check(0 == bad, "a path that drops datagrams above 1472 bytes is REDUCED to 1472",
           "%d failures", bad);
+}
+
+/* The black hole again, with an attacker who reads every ping (its nonce
+ * included) and answers the sizes the path drops from the responder's own
+ * address and port: without the pinged process's secret its pongs carry
+ * a wrong MAC, are dropped and counted, and the verdict is what the path
+ * carries.  (Before pongs had a MAC this was OK at 8972: the path grew
+ * into the hole.)  Start-up check and check again alike. */
+static void t_forged_pongs(void)
+{
+    pid_t cl;
+    int bad;
+
+    reset_responder();
+    sh->max_echo = 1472;
+    sh->forge = 1;
+    cl = fork();
+    if (0 == cl) {
+        start(false, "", 0, 50, 6);
+        int f = expect("forged pongs", 8972, USNIC_CC_REDUCED, 1472, 0);
+        if (0 == last_forged) {
+            printf("    start-up check: no forged pong counted\n");
+            f++;
+        }
+        f += expect_epoch("forged pongs, check again", 8972, 1, USNIC_CC_REDUCED, 1472, 0);
+        if (0 == last_forged) {
+            printf("    check again: no forged pong counted\n");
+            f++;
+        }
+        usnic_cc_fini();
+        _exit(f);
+    }
+    bad = wait_status(cl);
+    check(0 == bad && sh->forged > 0,
+          "pongs with a wrong MAC do not prove a size (REDUCED to 1472, forgeries counted)",
+          "%d failures, %d pongs forged", bad, sh->forged);
 }
 
 /* A path fine at start-up that turns into a black hole while the job
@@ -551,8 +622,10 @@ static void t_nonsense_client(void)
 
 static void t_pong_validation(void)
 {
-    uint8_t buf[1472];
+    _Alignas(struct usnic_cc_ping) uint8_t buf[1472];
     struct usnic_cc_ping *p = (struct usnic_cc_ping *) buf;
+    const struct usnic_sip_key sec = secret_of(KEY, NULL), other = secret_of(KEY + 1, NULL);
+    uint64_t tag;
     bool all = true;
 
     memset(buf, 0, sizeof(buf));
@@ -561,18 +634,34 @@ static void t_pong_validation(void)
     p->type = USNIC_CC_PING;
     p->size = sizeof(buf);
     p->to_key = KEY;
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY + 1); /* another module */
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf) - 1, KEY); /* truncated */
-    all = all && !usnic_cc_make_pong(buf, 16, KEY);              /* shorter than a header */
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY + 1, &sec); /* another module */
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf) - 1, KEY, &sec); /* truncated */
+    all = all && !usnic_cc_make_pong(buf, 39, KEY, &sec);              /* shorter than a header */
     p->version = USNIC_CC_VERSION + 1;
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY);
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec);
     p->version = USNIC_CC_VERSION;
     p->zero2 = 1;
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY);
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec);
     p->zero2 = 0;
-    all = all && usnic_cc_make_pong(buf, sizeof(buf), KEY) && USNIC_CC_PONG == p->type;
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY); /* a pong is not echoed */
-    check(all, "pings with a wrong key, size, version or type are not echoed", "accepted one");
+    p->mac[7] = 1;
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec); /* a ping has no MAC */
+    p->mac[7] = 0;
+    all = all && usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec) && USNIC_CC_PONG == p->type;
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec); /* a pong is not echoed */
+    check(all, "pings with a wrong key, size, version, type or MAC field are not echoed",
+          "accepted one");
+    /* the pong's MAC: SipHash-2-4 under the responder's secret of the
+     * header before it, little-endian; any bit of those 32 bytes changes it */
+    tag = usnic_sip_tag_load(p->mac);
+    all = tag == usnic_siphash24(&sec, buf, 32) && tag == usnic_cc_pong_mac(&sec, p) &&
+          tag != usnic_cc_pong_mac(&other, p);
+    for (int bit = 0; bit < 32 * 8 && all; bit++) {
+        buf[bit / 8] ^= (uint8_t) (1u << (bit % 8));
+        all = usnic_cc_pong_mac(&sec, p) != tag;
+        buf[bit / 8] ^= (uint8_t) (1u << (bit % 8));
+    }
+    check(all, "a pong's MAC covers its 32-byte header under the responder's secret", "tag %016llx",
+          (unsigned long long) tag);
 }
 
 int main(void)
@@ -609,6 +698,7 @@ int main(void)
     t_agent_leaves_mid_check();
     t_threads_at_once();
     t_black_hole();
+    t_forged_pongs();
     t_recheck_while_running();
     t_recheck_ends_early();
     t_recheck_reuses_record();
