@@ -32,7 +32,14 @@
 #include "btl_usnic_cagent.h"
 #include "btl_usnic_cc.h"
 
-#define CC_MAX_SIZES 8
+/* sizes per check: the small ping, the full size, the ladder's rungs
+ * below it (6 at most) and the search's probes between two rungs */
+#define CC_MAX_SIZES 32
+/* probes sent per round between the largest size answered and the
+ * smallest above it that is not: each round narrows the gap ninefold */
+#define CC_SEARCH_PROBES 8
+/* probes are multiples of this; the search stops once the gap is no wider */
+#define CC_SEARCH_STEP 4u
 #define CC_MAX_SOCKS 16
 
 struct cc_waiter {
@@ -294,16 +301,85 @@ int cc_engine_fds(const struct cc_engine *e, int *fds, int max)
     return n;
 }
 
+/* The largest size answered above the small ping (0: none), and the
+ * smallest size above it that is not (0: none). */
+static void answered_bounds(const struct cc_entry *x, uint32_t *lo, uint32_t *hi)
+{
+    *lo = 0;
+    *hi = 0;
+    for (int j = 1; j < x->nsizes; j++) {
+        if ((x->answered & (1u << j)) && x->sizes[j] > *lo) {
+            *lo = x->sizes[j];
+        }
+    }
+    for (int j = 1; j < x->nsizes; j++) {
+        if (!(x->answered & (1u << j)) && x->sizes[j] > *lo && (0 == *hi || x->sizes[j] < *hi)) {
+            *hi = x->sizes[j];
+        }
+    }
+}
+
+/*
+ * The ladder's rungs are far apart (8972, 4068, 1472, ...): a path of an
+ * MTU between two of them, say 8000 bytes, or 1450 under a VXLAN overlay,
+ * would get the rung below (4068, 1372).  Once a rung came back and the
+ * size above it did not, every round also probes CC_SEARCH_PROBES sizes
+ * evenly spread between them, and the next round searches the gap left
+ * between the largest of those that came back and the smallest that did
+ * not: 4068 to 8972 is down to 60 bytes after two rounds and to a few
+ * bytes after four, the search of RFC 8899 done in parallel.  The rungs
+ * still go first: most black holes sit exactly on one (a 1500-byte port
+ * in a 9000-byte network).
+ */
+static void search_probes(struct cc_entry *x)
+{
+    uint32_t lo, hi, gap;
+
+    answered_bounds(x, &lo, &hi);
+    if (lo < USNIC_CC_MIN_USEFUL || 0 == hi || hi - lo <= CC_SEARCH_STEP) {
+        return;
+    }
+    gap = hi - lo;
+    for (uint32_t k = 1; k <= CC_SEARCH_PROBES && x->nsizes < CC_MAX_SIZES; k++) {
+        uint32_t s = lo + (uint32_t) ((uint64_t) gap * k / (CC_SEARCH_PROBES + 1));
+        s -= s % CC_SEARCH_STEP;
+        if (s > lo && s < hi && s != x->sizes[x->nsizes - 1]) {
+            x->sizes[x->nsizes++] = s;
+        }
+    }
+}
+
+/* Whether size i goes out again this round: the small ping and the full
+ * size until they came back, and the sizes above the largest answered up
+ * to the smallest unanswered above it (a ping lost by chance gets another
+ * try); sizes below the largest answered, or above a smaller failure,
+ * would tell nothing new. */
+static bool resend_size(const struct cc_entry *x, int i, uint32_t lo, uint32_t hi)
+{
+    if (x->answered & (1u << i)) {
+        return false;
+    }
+    if (i <= 1 || 0 == lo) {
+        return true;
+    }
+    return x->sizes[i] > lo && x->sizes[i] <= hi;
+}
+
 static void send_round(struct cc_engine *e, struct cc_entry *x)
 {
     struct sockaddr_in to = {
         .sin_family = AF_INET, .sin_addr.s_addr = x->req.remote_ip, .sin_port = x->req.remote_port};
     struct usnic_cc_ping *p = (struct usnic_cc_ping *) e->buf;
+    uint32_t lo, hi;
 
+    answered_bounds(x, &lo, &hi); /* (before the new probes, which lie between) */
+    if (x->rounds > 0) {
+        search_probes(x);
+    }
     /* the first round asks for the small and the full size only: most
      * paths carry the full size, and then two pings do */
     for (int i = 0; i < (0 == x->rounds && x->nsizes > 2 ? 2 : x->nsizes); i++) {
-        if (x->answered & (1u << i)) {
+        if (!resend_size(x, i, lo, hi)) {
             continue;
         }
         memset(e->buf, 0xa5, x->sizes[i]);

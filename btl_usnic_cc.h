@@ -23,6 +23,11 @@
  * peer's liveness responder (btl_usnic_live.c) echoes each ping at the
  * same size, so an answer proves both directions.  Every datagram leaves
  * with DF set and without the kernel's path-MTU cache (IP_PMTUDISC_PROBE).
+ * Once one of those came back and the size above it did not, each round
+ * also probes 8 sizes spread evenly between the two, and the next round
+ * the gap that is left: a path between two common sizes (8000 bytes, a
+ * 1450-byte overlay) is found to within 4 bytes at start-up, and to
+ * within about 60 by a check while running.
  * The check ends as soon as the full size is answered (OK), or after
  * num_retries rounds: no answer to the small ping is NOPATH; otherwise the
  * largest size answered is the path's datagram size (REDUCED), in the

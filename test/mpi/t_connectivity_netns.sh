@@ -32,7 +32,10 @@
 #      bytes from h2's address: its pongs lack the MAC only the pinged
 #      process can make, so they are dropped and counted (cc_forged), the
 #      pair uses 1472 from the start, and the raise checks (every second)
-#      never grow it into the hole.
+#      never grow it into the hole;
+#   8. vh2 takes 8000 bytes, between two of the checker's rungs (8972 and
+#      4068): the check searches the gap and the pair uses 7972-byte
+#      datagrams (it used 4068), with its data intact.
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
@@ -125,11 +128,12 @@ nsbed_exec 2 nft delete table inet usnic_cc_cut 2>/dev/null
 # timeout.
 # cut_now: vh2 takes only 1500 bytes, and the hosts' trains are cut into
 # packets before they leave
+# (cut_now MTU: vh2 takes MTU bytes instead)
 cut_now() {
     for h in 1 2; do
         ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 1 || echo "    (gso_max_segs not set on h$h)"
     done
-    ip -n "$NSB_HEAD" link set vh2 mtu 1500
+    ip -n "$NSB_HEAD" link set vh2 mtu "${1:-1500}"
 }
 
 # cut_open NAME ITERATIONS: start the ping-pong, open the black hole once
@@ -280,5 +284,18 @@ if build_forge; then
     fi
 fi
 path_whole "forged pongs"
+
+# ---- 8. a path between two rungs ----
+cut_now 8000
+nsbed_run_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i 20
+rc=$?
+if check_run "connectivity netns: 8000-byte path, data intact" $rc 2 &&
+    grep -Eq "8972-byte datagrams vanish, 79(6[4-9]|7[0-2]) pass: using 79(6[4-9]|7[0-2])" "$RUN_LOG"; then
+    pass "connectivity netns: 8000-byte path: $(grep -Eo 'vanish, [0-9]+ pass: using [0-9]+' "$RUN_LOG" | sort -u | tr '\n' ';')"
+else
+    fail "connectivity netns: 8000-byte path" \
+        "rc=$rc, or the pair did not find 7964-7972-byte datagrams ($(grep -Eo 'vanish, [0-9]+ pass: using [0-9]+' "$RUN_LOG" | sort -u | tr '\n' ';'))" "$RUN_LOG"
+fi
+path_whole "8000-byte path"
 
 finish

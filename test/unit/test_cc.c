@@ -354,6 +354,61 @@ static void t_black_hole(void)
           "%d failures", bad);
 }
 
+/* Paths whose MTU lies between two of the ladder's rungs (8000 bytes on a
+ * 9000-byte network, a 1450-byte VXLAN overlay, 1492 under PPPoE, 4500):
+ * the start-up check finds their largest datagram within a few bytes, not
+ * the rung below it, and a check again while running (4 rounds) within
+ * 64 bytes. */
+static void t_search_between_rungs(void)
+{
+    static const struct {
+        int echo;      /* the largest datagram the path carries */
+        uint32_t full; /* the pair's full size */
+    } paths[] = {{7972, 8972}, {1422, 8972}, {1464, 1472}, {4472, 8972}, {1000, 1472}};
+    int bad = 0;
+
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        pid_t cl;
+        int echo = paths[i].echo;
+
+        reset_responder();
+        sh->max_echo = echo;
+        cl = fork();
+        if (0 == cl) {
+            struct usnic_cc_req r;
+            struct usnic_cc_result res;
+            uint32_t h;
+            int f = 0;
+
+            start(false, "", 0, 20, 12);
+            for (uint16_t epoch = 0; epoch < 2; epoch++) {
+                uint32_t slack = 0 == epoch ? 8 : 64;
+                r = req_of(paths[i].full);
+                r.epoch = epoch;
+                h = usnic_cc_request(&r);
+                if (0 == h || !usnic_cc_wait(h, &res, 10000) || USNIC_CC_REDUCED != res.status ||
+                    res.size > (uint32_t) echo || res.size + slack < (uint32_t) echo) {
+                    printf("    path of %d bytes, full %u, epoch %u: status %u size %u (wanted "
+                           "REDUCED, %u-%d)\n",
+                           echo, paths[i].full, epoch, res.status, res.size, echo - slack, echo);
+                    f++;
+                } else {
+                    printf("    path of %d bytes, full %u, epoch %u: %u after %u rounds\n", echo,
+                           paths[i].full, epoch, res.size, res.rounds);
+                }
+            }
+            usnic_cc_fini();
+            fflush(stdout);
+            _exit(f);
+        }
+        bad += wait_status(cl);
+    }
+    check(0 == bad,
+          "a path between two rungs gets its own largest size (8 bytes at start-up, 64 when "
+          "checked again), not the rung below",
+          "%d failures", bad);
+}
+
 /* The black hole again, with an attacker who reads every ping (its nonce
  * included) and answers the sizes the path drops from the responder's own
  * address and port: without the pinged process's secret its pongs carry
@@ -699,6 +754,7 @@ int main(void)
     t_threads_at_once();
     t_black_hole();
     t_forged_pongs();
+    t_search_between_rungs();
     t_recheck_while_running();
     t_recheck_ends_early();
     t_recheck_reuses_record();
