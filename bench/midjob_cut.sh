@@ -2,14 +2,16 @@
 # midjob_cut.sh - an MTU black hole that opens while a job runs, watched
 # from outside: a checked 1 MiB ping-pong between two network-namespace
 # hosts (test/lib/netns.sh, veths of MTU 9000); once 100 MB went out, the
-# bridge port towards h2 takes only 1500 bytes (and both hosts' veths cut
-# every UDP_SEGMENT train into packets: gso_max_segs 1).  Prints h1's
-# transmit rate every second, how long the job took after the cut, and
-# the counters that tell what happened: retransmissions (into the hole),
-# path_shrunk, tx_parted, rx_joined, path_grown.
+# bridge port towards h2 takes only 1500 bytes (-m: another size), and both
+# hosts' veths cut every UDP_SEGMENT train into packets (gso_max_segs 1).
+# Prints h1's transmit rate every second, how long the job took after the
+# cut, and the counters that tell what happened: retransmissions (into the
+# hole), path_shrunk, tx_parted, rx_joined, path_grown.
 #
-# usage: bench/midjob_cut.sh [-i ITERATIONS] [-p] [-r SECONDS] [-a "MPIRUN ARGS"]
+# usage: bench/midjob_cut.sh [-i ITERATIONS] [-p] [-m MTU] [-r SECONDS] [-a "MPIRUN ARGS"]
 #   -i N   ping-pong iterations (default 150)
+#   -m M   the port takes M bytes after the cut (default 1500; e.g. 8000,
+#          between two of the checker's usual sizes)
 #   -p     no cut (the same job over the same test bed, for comparison)
 #   -r S   close the hole again S seconds after the cut (vh2 back to 9000,
 #          trains whole again), e.g. with
@@ -22,13 +24,15 @@ iters=150
 cut=1
 args=""
 restore=0
-while getopts "i:pr:a:" o; do
+cut_mtu=1500
+while getopts "i:pm:r:a:" o; do
     case $o in
     i) iters=$OPTARG ;;
+    m) cut_mtu=$OPTARG ;;
     p) cut=0 ;;
     r) restore=$OPTARG ;;
     a) args=$OPTARG ;;
-    *) sed -n '2,21p' "$0"; exit 2 ;;
+    *) sed -n '2,23p' "$0"; exit 2 ;;
     esac
 done
 cd "$(dirname "$0")/../test/mpi" || exit 1
@@ -49,7 +53,7 @@ nsbed_wait_sent 1 100000000 "$tx0"
 for h in 1 2; do
     ip -n "$(nsbed_ns $h)" link set "$NSB_DEV" gso_max_segs 1
 done
-[ $cut = 1 ] && ip -n "$NSB_HEAD" link set vh2 mtu 1500
+[ $cut = 1 ] && ip -n "$NSB_HEAD" link set vh2 mtu "$cut_mtu"
 t0=$SECONDS
 (
     prev=$(nsbed_ifstat 1 tx_bytes)
