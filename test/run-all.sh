@@ -90,10 +90,10 @@ run_step prov bash "$top/test/prov/t_prov.sh" "$out/prov"
 # every MPI test over the default backend (the kernel's UDP sockets here),
 # then again over libfabric's udp provider (USNIC_TEST_BACKENDS="kernel"
 # runs the first pass only).  The second pass gives t_dtstress's eight runs
-# 8 s each instead of 15 (DTSTRESS_TIME_UDP, else DTSTRESS_TIME if set),
-# to keep CI well inside 30
-# minutes on 2 cores: the receive and send paths above the channel are the
-# same code, which the first pass stresses for the full time.
+# 8 s each instead of 15 (DTSTRESS_TIME_UDP, else DTSTRESS_TIME if set), to
+# keep CI well inside 30 minutes on 2 cores: the receive and send paths
+# above the channel are the same code, which the first pass stresses for
+# the full time.
 for backend in ${USNIC_TEST_BACKENDS:-kernel udp}; do
     for t in "$top"/test/mpi/t_*.sh; do
         if [ "$backend" = kernel ]; then
