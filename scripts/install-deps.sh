@@ -11,6 +11,7 @@ packages=(
     autoconf automake libtool pkg-config make gcc
     valgrind gnuplot-nox clang-format clang libclang-rt-14-dev
     libnetfilter-queue-dev nftables iproute2
+    liburing-dev
 )
 
 missing=()
