@@ -44,6 +44,11 @@ struct shared {
      * from the responder's address, with a MAC under a secret it guessed */
     volatile int forge;
     volatile int forged; /* pongs it sent */
+    /* a lossy path: each ping dropped with this probability (percent), by
+     * a generator seeded with seed whenever gen changes */
+    volatile int drop_pct;
+    volatile uint64_t seed;
+    volatile int gen;
 };
 
 static struct shared *sh;
@@ -80,6 +85,8 @@ static void responder(void)
     static _Alignas(struct usnic_cc_ping) uint8_t buf[65536];
     const struct usnic_sip_key s0 = secret_of(KEY, NULL), s1 = secret_of(KEY + 1, NULL);
     const struct usnic_sip_key guess = secret_of(~KEY, NULL);
+    uint64_t rng = 1;
+    int gen = -1;
 
     for (;;) {
         struct sockaddr_in from;
@@ -98,6 +105,18 @@ static void responder(void)
         }
         if (i == sh->nsrc && i < 32) {
             sh->src[sh->nsrc++] = port;
+        }
+        if (gen != sh->gen) {
+            gen = sh->gen;
+            rng = sh->seed | 1;
+        }
+        if (sh->drop_pct > 0) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            if ((int) (rng % 100) < sh->drop_pct) {
+                continue;
+            }
         }
         if (sh->forge && sh->max_echo > 0 && r > sh->max_echo) {
             struct usnic_cc_ping *p = (struct usnic_cc_ping *) buf;
@@ -210,6 +229,7 @@ static void reset_responder(void)
     sh->closed = 0;
     sh->forge = 0;
     sh->forged = 0;
+    sh->drop_pct = 0;
 }
 
 /* ---- scenarios ---- */
@@ -407,6 +427,73 @@ static void t_search_between_rungs(void)
           "a path between two rungs gets its own largest size (8 bytes at start-up, 64 when "
           "checked again), not the rung below",
           "%d failures", bad);
+}
+
+/* The largest of the checker's usual sizes at most n (0: none). */
+static uint32_t rung_at_most(uint32_t n)
+{
+    static const uint32_t rungs[] = {8972, 4068, 1472, 1372, 1252, 548};
+    for (size_t i = 0; i < sizeof(rungs) / sizeof(rungs[0]); i++) {
+        if (rungs[i] <= n) {
+            return rungs[i];
+        }
+    }
+    return 0;
+}
+
+/* Random paths (largest datagram 548-8971 bytes, full size 8972) with and
+ * without random loss of pings (0-25%): the verdict never claims more than
+ * the path carries; without loss it is within 8 bytes of it, with loss at
+ * least the usual size below it.  Seed: CC_TEST_SEED, else the clock. */
+static void t_search_random(void)
+{
+    const char *env = getenv("CC_TEST_SEED");
+    uint64_t seed = (NULL != env) ? strtoull(env, NULL, 0) : (uint64_t) time(NULL);
+    uint64_t st = seed | 1;
+    int bad = 0, paths = 16;
+
+    check_seed = seed;
+    for (int i = 0; i < paths; i++) {
+        int echo, loss;
+        pid_t cl;
+
+        st ^= st << 13;
+        st ^= st >> 7;
+        st ^= st << 17;
+        echo = 548 + (int) (st % (8972 - 548));
+        loss = (0 == i % 2) ? 0 : 1 + (int) ((st >> 20) % 25);
+        reset_responder();
+        sh->max_echo = echo;
+        sh->drop_pct = loss;
+        sh->seed = st;
+        sh->gen++;
+        cl = fork();
+        if (0 == cl) {
+            struct usnic_cc_result res;
+            struct usnic_cc_req r = req_of(8972);
+            uint32_t h, low = (0 == loss) ? (uint32_t) echo - 8 : rung_at_most((uint32_t) echo);
+            int f = 0;
+
+            start(false, "", 0, 10, 12);
+            h = usnic_cc_request(&r);
+            if (0 == h || !usnic_cc_wait(h, &res, 10000) || USNIC_CC_REDUCED != res.status ||
+                res.size > (uint32_t) echo || res.size < low) {
+                printf("    path of %d bytes, %d%% loss: status %u size %u (wanted REDUCED, "
+                       "%u-%d)\n",
+                       echo, loss, res.status, res.size, low, echo);
+                f++;
+            }
+            usnic_cc_fini();
+            fflush(stdout);
+            _exit(f);
+        }
+        bad += wait_status(cl);
+    }
+    check(0 == bad,
+          "16 random paths, half of them losing pings: never more than the path carries, "
+          "within 8 bytes without loss",
+          "%d failures (reproduce: CC_TEST_SEED=%llu)", bad, (unsigned long long) seed);
+    check_seed = 0;
 }
 
 /* The black hole again, with an attacker who reads every ping (its nonce
@@ -755,6 +842,7 @@ int main(void)
     t_black_hole();
     t_forged_pongs();
     t_search_between_rungs();
+    t_search_random();
     t_recheck_while_running();
     t_recheck_ends_early();
     t_recheck_reuses_record();
