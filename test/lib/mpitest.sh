@@ -86,13 +86,23 @@ finish() {
 # build_prog NAME [CFLAGS...]: compile test/mpi/NAME.c to $TEST_TMP/bin/NAME
 # and set BIN.  Reports FAIL and returns 1 if it does not compile.
 build_prog() {
-    local name=$1 out
-    shift
+    _build_with mpicc "$@"
+}
+
+# build_tool NAME [ARGS...]: the same for a helper that is no MPI program
+# (cc; ARGS after the source, so libraries may be among them).
+build_tool() {
+    _build_with cc "$@"
+}
+
+_build_with() {
+    local compiler=$1 name=$2 out
+    shift 2
     BIN=$TEST_TMP/bin/$name
     # build under a private name, then rename: scripts may run in parallel
-    if ! out=$(mpicc -O2 -Wall -Wextra "$@" -o "$BIN.$$" "$MT_SRC/$name.c" 2>&1)
+    if ! out=$($compiler -O2 -Wall -Wextra -o "$BIN.$$" "$MT_SRC/$name.c" "$@" 2>&1)
     then
-        fail "build $name" "mpicc failed"
+        fail "build $name" "$compiler failed"
         printf '    %s\n' "$out"
         rm -f "$BIN.$$"
         return 1

@@ -240,22 +240,9 @@ fi
 grep -m4 'checking whether\|pass again\|from now on' "$RUN_LOG" | sed 's/^/    /'
 
 # ---- 7. forged answers to the pings ----
-# build_forge: compile cc_forge.c (not an MPI program; the ping format from
-# the component's header) to $TEST_TMP/bin; sets forge
-build_forge() {
-    local out bin=$TEST_TMP/bin/cc_forge
-    if ! out=$(cc -O2 -Wall -Wextra -I"$MT_SRC/../.." -o "$bin.$$" "$MT_SRC/cc_forge.c" 2>&1); then
-        fail "build cc_forge" "cc failed"
-        printf '    %s\n' "$out"
-        rm -f "$bin.$$"
-        return 1
-    fi
-    [ -n "$out" ] && printf '    build cc_forge: %s\n' "$out"
-    mv -f "$bin.$$" "$bin"
-    forge=$bin
-}
-
-if build_forge; then
+# (cc_forge takes the ping format from the component's header)
+if build_tool cc_forge -I"$MT_SRC/../.."; then
+    forge=$BIN
     forge_out=$TEST_TMP/logs/$MT_NAME.$$.forge
     rm -f "$forge_out"
     cut_now

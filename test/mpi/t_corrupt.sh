@@ -241,21 +241,12 @@ skip_netns() {
 
 # build_nfq: compile nfq_corrupt.c (not an MPI program) to $TEST_TMP/bin.
 build_nfq() {
-    local out bin=$TEST_TMP/bin/nfq_corrupt
     if [ ! -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ]; then
         NFQ_WHY="libnetfilter_queue headers missing (package libnetfilter-queue-dev)"
         return 2
     fi
-    if ! out=$(cc -O2 -Wall -Wextra -o "$bin.$$" "$MT_SRC/nfq_corrupt.c" -lnetfilter_queue 2>&1)
-    then
-        fail "build nfq_corrupt" "cc failed"
-        printf '    %s\n' "$out"
-        rm -f "$bin.$$"
-        return 1
-    fi
-    [ -n "$out" ] && printf '    build nfq_corrupt: %s\n' "$out"
-    mv -f "$bin.$$" "$bin"
-    nfq=$bin
+    build_tool nfq_corrupt -lnetfilter_queue || return 1
+    nfq=$BIN
 }
 
 # alive PID: the process exists and is not a zombie.
