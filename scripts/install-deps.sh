@@ -10,7 +10,7 @@ packages=(
     libfabric-dev libfabric-bin
     autoconf automake libtool pkg-config make gcc
     valgrind gnuplot-nox clang-format clang libclang-rt-14-dev
-    libnetfilter-queue-dev nftables iproute2
+    libnetfilter-queue-dev nftables iptables iproute2
     liburing-dev
 )
 

@@ -251,7 +251,10 @@ build_nfq() {
 
 # alive PID: the process exists and is not a zombie.
 alive() {
-    [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
+    local st
+    # (read once: the process may end between a test and a read)
+    st=$(cat "/proc/$1/status" 2>/dev/null) || return 1
+    ! grep -q '^State:[[:space:]]*Z' <<<"$st"
 }
 
 # queue_rule_add: queue the UDP datagrams from h1 to h2 arriving on h2's
