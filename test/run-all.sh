@@ -13,8 +13,9 @@ out=${TEST_TMP:-/tmp/usnic-tests}
 mkdir -p "$out"
 passed=0
 failed=0
+skipped=0
 
-# run_step NAME CMD...: run a step, count the PASS/FAIL lines it prints; a
+# run_step NAME CMD...: run a step, count the PASS/FAIL/SKIP lines it prints; a
 # step that fails without printing a FAIL line counts as one failure.
 run_step() {
     local name=$1 log="$out/step-$1.log" rc p f t0=$SECONDS
@@ -25,11 +26,12 @@ run_step() {
     echo "    ($name took $((SECONDS - t0)) s)"
     # PASS/FAIL lines, and the log excerpt a FAIL brings with it (fail() in
     # test/lib/mpitest.sh frames it with "---- ... ----" lines)
-    awk '/^(PASS|FAIL)/ { print; x = 0; next }
+    awk '/^(PASS|FAIL|SKIP)/ { print; x = 0; next }
          /^---- last lines of / { x = 1 }
          x { print } /^----$/ { x = 0 }' "$log"
     p=$(grep -c '^PASS' "$log")
     f=$(grep -c '^FAIL' "$log")
+    skipped=$((skipped + $(grep -c '^SKIP' "$log")))
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "FAIL: $name (exit status $rc; log $log)"
         tail -n 20 "$log" | sed 's/^/    /'
@@ -106,5 +108,9 @@ for backend in ${USNIC_TEST_BACKENDS:-kernel udp}; do
     done
 done
 
-echo "$passed passed, $failed failed"
+if [ "$skipped" -gt 0 ]; then
+    echo "$passed passed, $failed failed, $skipped skipped"
+else
+    echo "$passed passed, $failed failed"
+fi
 [ "$failed" -eq 0 ]
