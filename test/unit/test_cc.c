@@ -400,7 +400,7 @@ static void t_search_between_rungs(void)
             uint32_t h;
             int f = 0;
 
-            start(false, "", 0, 20, 12);
+            start(false, "", 0, 30, 12);
             for (uint16_t epoch = 0; epoch < 2; epoch++) {
                 uint32_t slack = 0 == epoch ? 8 : 64;
                 r = req_of(paths[i].full);
@@ -450,7 +450,7 @@ static void t_search_random(void)
     const char *env = getenv("CC_TEST_SEED");
     uint64_t seed = (NULL != env) ? strtoull(env, NULL, 0) : (uint64_t) time(NULL);
     uint64_t st = seed | 1;
-    int bad = 0, paths = 16;
+    int bad = 0, paths = 12;
 
     check_seed = seed;
     for (int i = 0; i < paths; i++) {
@@ -474,7 +474,9 @@ static void t_search_random(void)
             uint32_t h, low = (0 == loss) ? (uint32_t) echo - 8 : rung_at_most((uint32_t) echo);
             int f = 0;
 
-            start(false, "", 0, 10, 12);
+            /* 30 ms rounds, 16 of them: under valgrind a pong can come
+             * back a round late, and the search then takes a round more */
+            start(false, "", 0, 30, 16);
             h = usnic_cc_request(&r);
             if (0 == h || !usnic_cc_wait(h, &res, 10000) || USNIC_CC_REDUCED != res.status ||
                 res.size > (uint32_t) echo || res.size < low) {
@@ -490,7 +492,7 @@ static void t_search_random(void)
         bad += wait_status(cl);
     }
     check(0 == bad,
-          "16 random paths, half of them losing pings: never more than the path carries, "
+          "12 random paths, half of them losing pings: never more than the path carries, "
           "within 8 bytes without loss",
           "%d failures (reproduce: CC_TEST_SEED=%llu)", bad, (unsigned long long) seed);
     check_seed = 0;
