@@ -331,11 +331,10 @@ static void answered_bounds(const struct cc_entry *x, uint32_t *lo, uint32_t *hi
  * still go first: most black holes sit exactly on one (a 1500-byte port
  * in a 9000-byte network).
  */
-static void search_probes(struct cc_entry *x)
+static void search_probes(struct cc_entry *x, uint32_t lo, uint32_t hi)
 {
-    uint32_t lo, hi, gap;
+    uint32_t gap;
 
-    answered_bounds(x, &lo, &hi);
     if (lo < USNIC_CC_MIN_USEFUL || 0 == hi || hi - lo <= CC_SEARCH_STEP) {
         return;
     }
@@ -374,7 +373,7 @@ static void send_round(struct cc_engine *e, struct cc_entry *x)
 
     answered_bounds(x, &lo, &hi); /* (before the new probes, which lie between) */
     if (x->rounds > 0) {
-        search_probes(x);
+        search_probes(x, lo, hi);
     }
     /* the first round asks for the small and the full size only: most
      * paths carry the full size, and then two pings do */

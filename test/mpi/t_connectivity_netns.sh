@@ -276,12 +276,13 @@ path_whole "forged pongs"
 cut_now 8000
 nsbed_run_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i 20
 rc=$?
+found=$(grep -Eo 'vanish, [0-9]+ pass: using [0-9]+' "$RUN_LOG" | sort -u | tr '\n' ';')
 if check_run "connectivity netns: 8000-byte path, data intact" $rc 2 &&
     grep -Eq "8972-byte datagrams vanish, 79(6[4-9]|7[0-2]) pass: using 79(6[4-9]|7[0-2])" "$RUN_LOG"; then
-    pass "connectivity netns: 8000-byte path: $(grep -Eo 'vanish, [0-9]+ pass: using [0-9]+' "$RUN_LOG" | sort -u | tr '\n' ';')"
+    pass "connectivity netns: 8000-byte path: $found"
 else
     fail "connectivity netns: 8000-byte path" \
-        "rc=$rc, or the pair did not find 7964-7972-byte datagrams ($(grep -Eo 'vanish, [0-9]+ pass: using [0-9]+' "$RUN_LOG" | sort -u | tr '\n' ';'))" "$RUN_LOG"
+        "rc=$rc, or the pair did not find 7964-7972-byte datagrams ($found)" "$RUN_LOG"
 fi
 path_whole "8000-byte path"
 

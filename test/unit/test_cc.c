@@ -30,6 +30,7 @@
 
 #include "btl_usnic_cagent.h"
 #include "btl_usnic_cc.h"
+#include "btl_usnic_util.h"
 #include "check.h"
 
 #define KEY 0x1122334455667788ull
@@ -108,15 +109,10 @@ static void responder(void)
         }
         if (gen != sh->gen) {
             gen = sh->gen;
-            rng = sh->seed | 1;
+            rng = sh->seed;
         }
-        if (sh->drop_pct > 0) {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            if ((int) (rng % 100) < sh->drop_pct) {
-                continue;
-            }
+        if (sh->drop_pct > 0 && (int) (usnic_rand(&rng) % 100) < sh->drop_pct) {
+            continue;
         }
         if (sh->forge && sh->max_echo > 0 && r > sh->max_echo) {
             struct usnic_cc_ping *p = (struct usnic_cc_ping *) buf;
@@ -418,7 +414,6 @@ static void t_search_between_rungs(void)
                 }
             }
             usnic_cc_fini();
-            fflush(stdout);
             _exit(f);
         }
         bad += wait_status(cl);
@@ -449,7 +444,7 @@ static void t_search_random(void)
 {
     const char *env = getenv("CC_TEST_SEED");
     uint64_t seed = (NULL != env) ? strtoull(env, NULL, 0) : (uint64_t) time(NULL);
-    uint64_t st = seed | 1;
+    uint64_t st = seed;
     int bad = 0, paths = 12;
 
     check_seed = seed;
@@ -457,15 +452,14 @@ static void t_search_random(void)
         int echo, loss;
         pid_t cl;
 
-        st ^= st << 13;
-        st ^= st >> 7;
-        st ^= st << 17;
-        echo = 548 + (int) (st % (8972 - 548));
-        loss = (0 == i % 2) ? 0 : 1 + (int) ((st >> 20) % 25);
+        uint64_t draw = usnic_rand(&st);
+
+        echo = 548 + (int) (draw % (8972 - 548));
+        loss = (0 == i % 2) ? 0 : 1 + (int) ((draw >> 20) % 25);
         reset_responder();
         sh->max_echo = echo;
         sh->drop_pct = loss;
-        sh->seed = st;
+        sh->seed = draw;
         sh->gen++;
         cl = fork();
         if (0 == cl) {
@@ -486,7 +480,6 @@ static void t_search_random(void)
                 f++;
             }
             usnic_cc_fini();
-            fflush(stdout);
             _exit(f);
         }
         bad += wait_status(cl);
@@ -817,6 +810,9 @@ int main(void)
     int rc;
 
     signal(SIGPIPE, SIG_IGN);
+    /* children print their detail lines and leave with _exit(), which
+     * flushes nothing: line by line, or a log file loses them */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (MAP_FAILED == sh || NULL == mkdtemp(dir)) {
         perror("set-up");
