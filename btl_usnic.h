@@ -230,9 +230,21 @@ typedef struct usnic_module {
         bool reused;         /* it had been a target before: copy through the cache */
     } put_recent[USNIC_PUT_RECENT];
     unsigned put_recent_next;
-    uint32_t data_idle;    /* consecutive progress calls without data completions */
-    uint32_t data_skips;   /* due polls of the idle data channel skipped in a row */
-    uint64_t now_us;       /* usnic_now_us() at the start of the current progress call */
+    uint32_t data_idle;  /* consecutive progress calls without data completions */
+    uint32_t data_skips; /* due polls of the idle data channel skipped in a row */
+    uint64_t now_us;     /* usnic_now_us() at the start of the current progress call */
+    /* What each peer sending to us may keep in flight to us (incast):
+     * the data channel's receive buffer, shared among the peers that sent
+     * data in this epoch or the last (btl_usnic_recv.c: usnic_allow_count) */
+    struct {
+        uint64_t max;         /* half the buffer; 0: no limit is advertised */
+        uint64_t budget;      /* bytes to share now: max, less after drops */
+        uint64_t drops;       /* the data socket's drop count at the last epoch's end */
+        uint64_t epoch_start; /* now_us when the current epoch began */
+        uint32_t epoch;       /* its number, from 1 */
+        uint32_t cur, prev;   /* senders of data in the current and the last epoch */
+        uint16_t kib;         /* the share, in KiB, as fill_ack() advertises it */
+    } allow;
     uint64_t last_poll_us; /* when module_progress last ran */
     uint64_t back_us;      /* when progress resumed after the process was away (0: never) */
     /* now_us is fresh: inside module_progress, or while one send call
@@ -323,6 +335,7 @@ typedef struct usnic_params {
     int direct_recv;              /* kernel backend: PUT chunks received into their target */
     int in_place;      /* kernel backend: fragments handed over from the receive buffers */
     int rx_predict;    /* header prediction on the receive path */
+    int rx_share;      /* share the receive buffer among the peers sending to us */
     int connect_peers; /* kernel backend: peers given sockets connected to them */
     int max_resends_per_iteration;
     int ack_delay;                      /* usec */
@@ -435,6 +448,10 @@ void usnic_fault_flush(usnic_module_t *module, bool idle);
 void usnic_release_parked(usnic_module_t *module, uint32_t vpid);
 /* Free the held datagrams' buffers (module teardown). */
 void usnic_parked_fini(usnic_module_t *module);
+/* Incast: the receive buffer's share each sending peer is told (on: shared). */
+void usnic_allow_init(usnic_module_t *module, bool on);
+/* ep sent us data: count it among this epoch's senders. */
+void usnic_allow_count(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
 
 END_C_DECLS
 

@@ -328,6 +328,7 @@ static int module_init_state(usnic_module_t *module)
         return rc;
     }
     module->next_timer = 0;
+    usnic_allow_init(module, 0 != p->rx_share);
     module->rel_timing.rto_init = (uint64_t) p->retrans_timeout;
     module->rel_timing.rto_min = (uint64_t) p->retrans_timeout_min;
     module->rel_timing.rto_max = (uint64_t) p->retrans_timeout_max;

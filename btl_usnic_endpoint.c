@@ -403,6 +403,8 @@ mca_btl_base_endpoint_t *usnic_endpoint_create(usnic_module_t *module, opal_proc
         if (ep->inflight_limit < 4u * data) {
             ep->inflight_limit = 4u * data;
         }
+        /* however many of us share the peer's buffers: two datagrams */
+        ep->allow_floor = 2u * data;
         ep->inflight_bytes = 0;
     }
     ep->last_progress_us = usnic_now_us();

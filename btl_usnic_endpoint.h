@@ -45,6 +45,8 @@ struct mca_btl_base_endpoint_t {
     uint32_t put_max;        /* PUT payload */
     uint64_t inflight_bytes; /* bytes sent and not yet acknowledged */
     uint64_t inflight_limit; /* at most this many: half the peer's socket buffer */
+    uint64_t allow_floor;    /* the peer's allowance (rel.tx.allow) never goes below this */
+    uint32_t allow_epoch;    /* the last module->allow.epoch in which the peer sent us data */
 
     struct usnic_rel rel;                 /* windows, ACK state (btl_usnic_rel.h) */
     struct usnic_reasm_table reasm;       /* fragments being reassembled from this peer */

@@ -458,6 +458,14 @@ static const usnic_tunable_t usnic_tunables[] = {
                "same sender and source, is taken without parsing it, looking up its sender and "
                "checking its window, tag and fragment again (its MAC and ACK are still "
                "processed)"),
+    TUNE_ONOFF("rx_share", rx_share, OPAL_INFO_LVL_5, 1,
+               "Share the data channel's receive buffer among the peers sending to us (1 = on, "
+               "0 = off): every ACK tells its peer how many bytes it may keep in flight to us, "
+               "half the buffer (halved after the kernel dropped datagrams for a full buffer, "
+               "grown back while it does not) divided by the number of peers that sent data in "
+               "the last 50-100 ms, so that many senders at once (incast: a gather, an "
+               "all-to-all) do not overflow it.  Off: each peer keeps up to its own limit "
+               "(btl_usnic_max_inflight) in flight, whatever the others do"),
     TUNE_ONOFF("direct_recv", direct_recv, OPAL_INFO_LVL_5, 1,
                "kernel backend: while a large message (a PUT, or a fragment sent in chunks) "
                "arrives in order, receive its next datagrams' payloads straight into the target "

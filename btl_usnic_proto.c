@@ -47,8 +47,7 @@ enum usnic_drop_reason usnic_pkt_parse(const void *buf, size_t len, uint64_t max
     }
     hlen = usnic_pkt_hdr_len(hdr->type);
     if (0 == hlen || 0 != (hdr->flags & ~USNIC_PKT_FLAGS_KNOWN) || hdr->lane >= USNIC_PKT_LANES ||
-        0 != (hdr->reserved[0] | hdr->reserved[1] | hdr->reserved[2]) ||
-        (USNIC_PKT_ACK == hdr->type && 0 != hdr->msg_id)) {
+        0 != hdr->reserved || (USNIC_PKT_ACK == hdr->type && 0 != hdr->msg_id)) {
         return USNIC_DROP_TYPE;
     }
     if (USNIC_PKT_ACK == hdr->type && 0 == (hdr->flags & USNIC_PKT_FLAG_ACK)) {
@@ -139,7 +138,7 @@ size_t usnic_pkt_mac_hdr_len(unsigned type, uint32_t payload_len)
  * one to the next comes last:
  *
  *   [0, 20)   version, type, flags, tag, payload_len, sender_key, src_module
- *   [40, 44)  lane, reserved                     (24 bytes: 3 words)
+ *   [40, 44)  lane, reserved, allow              (24 bytes: 3 words)
  *   chunk msg_len                                (CHUNK, PUT: 4 words)
  *   put reg_key, reg_offset                      (PUT: 6 words)
  *   [28, 32)  msg_id, [20, 24) seq, [32, 36) ts, [24, 28) ack_seq,
@@ -409,11 +408,11 @@ size_t usnic_pkt_dump(const void *buf, size_t len, char *out, size_t outlen)
     n = snprintf(out, outlen,
                  "len=%zu version=%u type=%s(%u) flags=0x%02x tag=%u src_module=%u "
                  "sender_key=0x%016llx seq=%u ack_seq=%u payload_len=%u msg_id=%u ts=%u "
-                 "ts_echo=%u lane=%u reserved=0x%02x%02x%02x crc=0x%08x mac=0x%016llx",
+                 "ts_echo=%u lane=%u reserved=0x%02x allow=%u crc=0x%08x mac=0x%016llx",
                  len, hdr.version, usnic_pkt_type_name(hdr.type), hdr.type, hdr.flags, hdr.tag,
                  hdr.src_module, (unsigned long long) hdr.sender_key, hdr.seq, hdr.ack_seq,
-                 hdr.payload_len, hdr.msg_id, hdr.ts, hdr.ts_echo, hdr.lane, hdr.reserved[0],
-                 hdr.reserved[1], hdr.reserved[2], hdr.crc, (unsigned long long) hdr.mac);
+                 hdr.payload_len, hdr.msg_id, hdr.ts, hdr.ts_echo, hdr.lane, hdr.reserved,
+                 hdr.allow, hdr.crc, (unsigned long long) hdr.mac);
     if (n < 0) {
         out[0] = '\0';
         return 0;

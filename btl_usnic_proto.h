@@ -20,7 +20,7 @@
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
  *   |              ts               |            ts_echo            |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
- *   | lane  |   reserved (0)        |              crc              |
+ *   | lane  | rsvd  |     allow     |              crc              |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
  *   |                             mac                               |
  *   +-------+-------+-------+-------+-------+-------+-------+-------+
@@ -97,6 +97,14 @@
  * absent, the field is 0.
  *
  * A FRAG, CHUNK or PUT with USNIC_PKT_FLAG_PAD may go on after its payload
+ * allow (version 8), meaningful with USNIC_PKT_FLAG_ACK: how many bytes the
+ * receiver of this packet may keep in flight towards its sender, in units
+ * of 1024 bytes; 0 means no limit is asked.  A receiver's sockets (or an
+ * adapter's receive ring) are shared by all its peers: it divides them
+ * among the peers that are sending to it (btl_usnic_recv.c: usnic_allow),
+ * so that many senders at once do not overflow them (incast).  PART
+ * packets carry 0 (they have no ACK).
+ *
  * (version 6): the sender pads a message's short last datagram to the
  * length of the others when the next message's datagrams follow it in the
  * same UDP_SEGMENT train.  The padding is in neither the MAC nor the CRC,
@@ -117,7 +125,7 @@
 #include "btl_usnic_seq.h"
 
 /* Bump on any change to this file's structs or their meaning. */
-#define USNIC_PROTO_VERSION 7
+#define USNIC_PROTO_VERSION 8
 
 /* Packet types, from one list: name, value, description. */
 #define USNIC_PKT_TYPES(X)                                                                         \
@@ -172,7 +180,8 @@ struct usnic_pkt_hdr {
     uint32_t ts;          /* sender's clock when this copy was sent */
     uint32_t ts_echo;     /* with an ACK: ts of the last data packet that arrived in order */
     uint8_t lane;         /* the channel it was sent on, so the port it must arrive at */
-    uint8_t reserved[3];  /* 0 */
+    uint8_t reserved;     /* 0 */
+    uint16_t allow;       /* with an ACK: bytes the receiver may have in flight to us (KiB) */
     uint32_t crc;         /* CRC32C of the datagram without this field (0: not used) */
     uint64_t mac;         /* SipHash-2-4 tag (0: not used) */
 };
@@ -183,6 +192,7 @@ _Static_assert(offsetof(struct usnic_pkt_hdr, src_module) == 16, "src_module at 
 _Static_assert(offsetof(struct usnic_pkt_hdr, seq) == 20, "seq at offset 20");
 _Static_assert(offsetof(struct usnic_pkt_hdr, msg_id) == 28, "msg_id at offset 28");
 _Static_assert(offsetof(struct usnic_pkt_hdr, ts_echo) == 36, "ts_echo at offset 36");
+_Static_assert(offsetof(struct usnic_pkt_hdr, allow) == 42, "allow at offset 42");
 _Static_assert(offsetof(struct usnic_pkt_hdr, crc) == 44, "crc at offset 44");
 _Static_assert(offsetof(struct usnic_pkt_hdr, mac) == 48, "mac at offset 48");
 

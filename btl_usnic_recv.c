@@ -5,6 +5,7 @@
  * the sender's order) and fault injection.  A packet that fails a check is
  * dropped and counted by reason; nothing from the wire is ever asserted.
  */
+#include <inttypes.h>
 #include <string.h>
 #include <emmintrin.h>
 
@@ -382,12 +383,121 @@ static void rx_acked(void *t, void *ep, int released)
 
 /* ACKs go out through the module whose stream it is (ep->module): not t
  * when the datagram came around a link that is down (rx_lookup). */
+/*
+ * Incast.  Every peer keeps at most its inflight_limit in flight to us, but
+ * our data channel's receive buffer is one for all of them: enough peers
+ * sending at once overflow it, and what overflows is lost and sent again
+ * after a timeout.  So every ACK we send says how much its peer may keep
+ * in flight (the header's allow field): the buffer's budget divided among
+ * the peers that sent us data in the current epoch or the last one (a
+ * datagram of at least USNIC_ALLOW_BULK bytes of payload: peers that only
+ * exchange small messages with us take next to nothing of the buffer, and
+ * counting them would cut the share of those that stream).  The
+ * budget is what one peer may have anyway (half the buffer, as peers
+ * assume from our modex record), so a single sender sees no difference.
+ * An epoch lasts USNIC_ALLOW_EPOCH_US: long enough that the peers of a
+ * collective that pauses between its rounds still count at the next round,
+ * short enough that a lone sender gets the whole budget back soon after
+ * the others stopped.
+ */
+#define USNIC_ALLOW_EPOCH_US 50000u
+#define USNIC_ALLOW_BULK 1024u
+
+static void allow_set(usnic_module_t *module)
+{
+    uint32_t n = (module->allow.cur > module->allow.prev) ? module->allow.cur : module->allow.prev;
+    uint64_t kib = module->allow.budget / (n > 0 ? n : 1) / 1024;
+
+    module->allow.kib = (uint16_t) (kib < 1 ? 1 : (kib > UINT16_MAX ? UINT16_MAX : kib));
+}
+
+void usnic_allow_init(usnic_module_t *module, bool on)
+{
+    int rcvbuf = module->chan[USNIC_CHAN_DATA].rcvbuf;
+
+    module->allow.max = (on && rcvbuf > 0) ? (uint64_t) rcvbuf / 2 : 0;
+    module->allow.budget = module->allow.max;
+    module->allow.epoch = 1;
+    module->allow.epoch_start = 0;
+    module->allow.cur = module->allow.prev = 0;
+    module->allow.kib = 0;
+    module->allow.drops = usnic_socket_drops(module->chan[USNIC_CHAN_DATA].sock_fd);
+    if (0 != module->allow.budget) {
+        allow_set(module); /* the whole budget: no sender yet */
+    }
+}
+
+/* The end of an epoch: what the kernel dropped for a full buffer since the
+ * last one says how much of it the peers may really fill.  The buffer
+ * holds less payload than its size says (the kernel charges every datagram
+ * its whole allocation, several times the payload of a segmented train on
+ * some paths), and the process may be slow to empty it (more ranks than
+ * CPUs): so after an epoch with drops the budget halves, down to 1/32 of
+ * the buffer's half, and after one without it grows back by 1/8 of that. */
+static void allow_epoch_end(usnic_module_t *module, uint64_t now)
+{
+    /* if a whole epoch passed without data, the last one's senders are gone too */
+    bool quiet = (now - module->allow.epoch_start >= 2 * USNIC_ALLOW_EPOCH_US);
+    uint64_t drops = usnic_socket_drops(module->chan[USNIC_CHAN_DATA].sock_fd);
+    uint64_t step = module->allow.max / 8, least = module->allow.max / 32;
+
+    if (drops != module->allow.drops) {
+        module->allow.budget =
+            (module->allow.budget / 2 > least) ? module->allow.budget / 2 : least;
+        module->allow.drops = drops;
+        module->stats.allow_cuts++;
+    } else if (module->allow.budget < module->allow.max) {
+        module->allow.budget = (module->allow.max - module->allow.budget > step)
+                                   ? module->allow.budget + step
+                                   : module->allow.max;
+    }
+    module->allow.prev = quiet ? 0 : module->allow.cur;
+    module->allow.cur = 0;
+    module->allow.epoch++;
+    module->allow.epoch_start = now;
+    allow_set(module);
+}
+
+void usnic_allow_count(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+{
+    uint64_t now = module->now_us;
+
+    if (0 == module->allow.max) {
+        module->allow.epoch_start = now; /* (so that this is not called for every packet) */
+        return;
+    }
+    if (now - module->allow.epoch_start >= USNIC_ALLOW_EPOCH_US) {
+        allow_epoch_end(module, now);
+    }
+    if (ep->allow_epoch != module->allow.epoch) {
+        ep->allow_epoch = module->allow.epoch;
+        module->allow.cur++;
+        if (module->allow.cur > module->allow.prev) {
+            allow_set(module);
+        }
+        if (module->allow.cur > module->stats.rx_senders_max) {
+            module->stats.rx_senders_max = module->allow.cur;
+            USNIC_VERBOSE(20,
+                          "%s: %u peers sending to us at once: each may keep %u KiB in flight "
+                          "(the receive buffer's %" PRIu64 " KiB shared)",
+                          module->ifname, module->allow.cur, (unsigned) module->allow.kib,
+                          module->allow.budget >> 10);
+        }
+    }
+}
+
 static void rx_accepted(void *t, void *ep, uint32_t payload_len)
 {
     usnic_module_t *module = t;
+    mca_btl_base_endpoint_t *e = ep;
 
     module->stats.rx_bytes += payload_len;
-    usnic_ack_schedule(((mca_btl_base_endpoint_t *) ep)->module, ep);
+    if (payload_len >= USNIC_ALLOW_BULK &&
+        (e->allow_epoch != module->allow.epoch ||
+         module->now_us - module->allow.epoch_start >= USNIC_ALLOW_EPOCH_US)) {
+        usnic_allow_count(module, e);
+    }
+    usnic_ack_schedule(e->module, e);
 }
 
 static void rx_ack_schedule(void *t, void *ep)

@@ -188,6 +188,9 @@ struct usnic_rel {
         struct usnic_rel_seg **win; /* win[seq & (win_size-1)] for seq in the window */
         uint32_t dup_acks;          /* consecutive duplicate explicit ACKs of acked */
         uint32_t fast_retrans_dups; /* dup ACKs that trigger a fast retransmit; 0 = never */
+        /* what the peer allows us to keep in flight to it, in KiB, as its
+         * last current ACK said (0: no limit asked); the transport applies it */
+        uint32_t allow;
 
         /* round trips (RFC 6298); 0 until the first sample */
         uint64_t srtt, rttvar, min_rtt;

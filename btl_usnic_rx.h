@@ -225,6 +225,7 @@ static inline enum usnic_drop_reason usnic_rx_data_ack(const struct usnic_rx_ops
         ops->drop(t, c->ep, USNIC_DROP_ACK_RANGE);
         return USNIC_DROP_ACK_RANGE;
     }
+    c->rel->tx.allow = hdr->allow; /* as current as the ACK it came with */
     if (released > 0) {
         ops->acked(t, c->ep, released);
     }
@@ -286,8 +287,8 @@ static inline bool usnic_rx_predicted(const struct usnic_rx_predict *pr, const u
         /* version, type, flags, tag, payload_len, sender_key, src_module */
         0 != memcmp(h, &pr->hdr, offsetof(struct usnic_pkt_hdr, seq)) ||
         h->seq != pr->hdr.seq + 1u || h->msg_id != pr->hdr.msg_id || h->lane != pr->hdr.lane ||
-        0 != (h->reserved[0] | h->reserved[1] | h->reserved[2]) || ch->msg_len != pr->msg_len ||
-        ch->offset != pr->next_off || ch->offset + h->payload_len >= ch->msg_len ||
+        0 != h->reserved || ch->msg_len != pr->msg_len || ch->offset != pr->next_off ||
+        ch->offset + h->payload_len >= ch->msg_len ||
         (USNIC_PKT_PUT == h->type && 0 != memcmp(ch + 1, &pr->put, sizeof(pr->put)))) {
         return false;
     }
@@ -528,6 +529,7 @@ static inline enum usnic_drop_reason usnic_rx_dispatch(const struct usnic_rx_ops
             ops->drop(t, c.ep, USNIC_DROP_ACK_RANGE);
             return USNIC_DROP_ACK_RANGE;
         }
+        c.rel->tx.allow = hdr->allow;
         if (released > 0) {
             ops->acked(t, c.ep, released);
         }

@@ -39,6 +39,7 @@ static inline bool fill_ack(mca_btl_base_endpoint_t *ep, struct usnic_pkt_hdr *h
     hdr->flags |= USNIC_PKT_FLAG_ACK;
     hdr->ack_seq = usnic_rel_rx_ack_value(&ep->rel);
     hdr->ts_echo = ep->rel.rx.ts_recent;
+    hdr->allow = ep->module->allow.kib;
     usnic_rel_ack_sent(&ep->rel);
     return owed;
 }
@@ -249,24 +250,38 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
     }
 }
 
-/* The bytes ep may have in flight: while its stream goes around a link that
- * is down, it shares the other module's receive buffers at the peer with
- * that module's own stream, so it gets half. */
+/* The bytes ep may have in flight: our own limit, or less if the peer
+ * asks for less (it shares its receive buffers among everyone sending to
+ * it: usnic_allow_count), but never less than allow_floor.  While its
+ * stream goes around a link that is down, it shares the other module's
+ * receive buffers at the peer with that module's own stream, so it gets
+ * half. */
 static inline uint64_t inflight_limit(const usnic_module_t *module,
                                       const mca_btl_base_endpoint_t *ep)
 {
-    if (OPAL_UNLIKELY(module->link_down || 0 != ep->detour_until)) {
-        return ep->inflight_limit / 2;
+    uint64_t limit = ep->inflight_limit;
+
+    if (0 != ep->rel.tx.allow) {
+        uint64_t allow = (uint64_t) ep->rel.tx.allow << 10;
+        limit = (allow < ep->allow_floor) ? ep->allow_floor : (allow < limit ? allow : limit);
     }
-    return ep->inflight_limit;
+    if (OPAL_UNLIKELY(module->link_down || 0 != ep->detour_until)) {
+        return limit / 2;
+    }
+    return limit;
 }
 
 static inline bool can_send(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
                             enum usnic_channel_id cid)
 {
-    if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel) ||
-                      ep->inflight_bytes >= inflight_limit(module, ep))) {
+    uint64_t limit = inflight_limit(module, ep);
+
+    if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel) || ep->inflight_bytes >= limit)) {
         module->stats.window_full++;
+        if (ep->inflight_bytes >= limit && 0 != ep->rel.tx.allow &&
+            ((uint64_t) ep->rel.tx.allow << 10) < ep->inflight_limit) {
+            module->stats.allow_full++;
+        }
         return false;
     }
     return module->chan[cid].tx_credits > 0;

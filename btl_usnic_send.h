@@ -24,7 +24,8 @@ static inline void usnic_pkt_hdr_init(const usnic_module_t *module, struct usnic
     hdr->ts = 0;
     hdr->ts_echo = 0;
     hdr->lane = 0; /* post() sets it */
-    memset(hdr->reserved, 0, sizeof(hdr->reserved));
+    hdr->reserved = 0;
+    hdr->allow = 0; /* fill_ack() sets it */
     hdr->crc = 0;
     hdr->mac = 0;
 }

@@ -100,8 +100,8 @@ void usnic_stats_print(usnic_module_t *module)
  *
  * Every counter of the stats line is also a performance variable,
  * btl_usnic_<name> (and btl_usnic_drop_<REASON> for each drop reason):
- * class COUNTER (srtt_max_us: LEVEL), one MPI_UNSIGNED_LONG, the sum over
- * the process's modules (srtt_max_us: the largest), bound to no object,
+ * class COUNTER (srtt_max_us, rx_senders_max: LEVEL), one MPI_UNSIGNED_LONG,
+ * the sum over the process's modules (those two: the largest), bound to no object,
  * read-only and continuous.  Reads take the component's lock, as the
  * progress engine does. */
 
@@ -112,7 +112,7 @@ static int pvar_read(const mca_base_pvar_t *pvar, void *value, void *obj)
 {
     usnic_component_t *c = &mca_btl_usnic_component;
     const size_t at = PVAR_AT(pvar->ctx);
-    const bool largest = (offsetof(usnic_module_stats_t, srtt_max_us) == at);
+    const bool largest = usnic_stats_is_level(at);
     uint64_t v = 0;
 
     (void) obj;
@@ -153,8 +153,9 @@ void usnic_stats_register_pvars(const mca_base_component_t *comp)
 
 #define USNIC_STATS_PVAR(field, text)                                                              \
     pvar_add(comp, #field, text,                                                                   \
-             0 == strcmp(#field, "srtt_max_us") ? MCA_BASE_PVAR_CLASS_LEVEL                        \
-                                                : MCA_BASE_PVAR_CLASS_COUNTER,                     \
+             usnic_stats_is_level(offsetof(usnic_module_stats_t, field))                           \
+                 ? MCA_BASE_PVAR_CLASS_LEVEL                                                       \
+                 : MCA_BASE_PVAR_CLASS_COUNTER,                                                    \
              offsetof(usnic_module_stats_t, field));
     USNIC_STATS_FIELDS(USNIC_STATS_PVAR)
 #undef USNIC_STATS_PVAR

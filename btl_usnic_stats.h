@@ -50,6 +50,13 @@
     X(rx_in_place, "kernel backend: chunked fragments handed to the PML from the receive buffers " \
                    "(no reassembly copy)")                                                         \
     X(window_full, "times a peer's send window was full")                                          \
+    X(allow_full, "times a peer's allowance kept a datagram back: it shares its receive buffer "   \
+                  "among everyone sending to it, and gave us less than our own limit "             \
+                  "(btl_usnic_rx_share)")                                                          \
+    X(allow_cuts, "epochs after which the receive buffer's shared budget was halved: the kernel "  \
+                  "had dropped datagrams for a full buffer (btl_usnic_rx_share)")                  \
+    X(rx_senders_max, "the most peers that sent us data within one epoch (50-100 ms), among "      \
+                      "whom the receive buffer was shared (btl_usnic_rx_share)")                   \
     X(puts, "emulated PUT operations")                                                             \
     X(frags_waited, "fragments that arrived complete before an earlier one and waited for it")     \
     X(reasm_overflow, "buffers allocated beyond the pool for the fragment others waited for")      \
@@ -87,6 +94,13 @@ typedef struct usnic_module_stats {
 #undef USNIC_STATS_DECL
     uint64_t drops[USNIC_DROP__COUNT]; /* by reason */
 } usnic_module_stats_t;
+
+/* The fields that are a level (the largest over the modules), not a count. */
+static inline bool usnic_stats_is_level(size_t at)
+{
+    return offsetof(usnic_module_stats_t, srtt_max_us) == at ||
+           offsetof(usnic_module_stats_t, rx_senders_max) == at;
+}
 
 struct usnic_module;
 

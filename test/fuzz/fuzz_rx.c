@@ -60,6 +60,10 @@
  *     they complete is dispatched again from the start, and every check
  *     here holds for it as for one that arrived whole (its sender, CRC,
  *     MAC and window verdicts computed when its lookup comes);
+ *   - a peer's allowance (rel.tx.allow, the header's allow field) changes
+ *     only with a datagram from that peer that passed its MAC, to the
+ *     value that datagram carries, and never with an old ACK packet (a
+ *     copy or a replay);
  *   - reliability: tx.acked only moves forward and stays before tx.next,
  *     in-flight within the window, rx.expected only moves forward (within
  *     one window), rx.highest >= rx.expected - 1, window slots consistent,
@@ -217,6 +221,8 @@ struct fz_cur {
     int released;      /* sum of the rx ops' acked() */
     int rel_acked;     /* segments released through the rel ops */
     bool applied;      /* the packet's chunk was entered into its shadow */
+    bool authed;       /* it (the whole datagram of a join) passed sender, CRC, MAC and lane */
+    bool ack_stale;    /* an ACK packet not newer than the last of its lane (a copy, a replay) */
     uint8_t *put_dest; /* what put_resolve gave */
     /* A PART that completed its datagram: the dispatch of the whole one
      * looks its sender up again (usnic_rx_part).  From then on buf, len,
@@ -253,7 +259,7 @@ static int verbose = -1;
 
 static struct {
     uint64_t inputs, dgrams, ok[8], drops[USNIC_DROP__COUNT], delivered, reassembled, put_writes,
-        released, raw_true_mac, timers, resends, deferred, predicted, parts, joined;
+        released, raw_true_mac, timers, resends, deferred, predicted, parts, joined, allows;
 } stats;
 
 static void print_stats(void)
@@ -263,11 +269,12 @@ static void print_stats(void)
             " FRAG %" PRIu64 " CHUNK %" PRIu64 " PUT %" PRIu64 " delivered %" PRIu64
             " (reassembled %" PRIu64 ") put_writes %" PRIu64 " released %" PRIu64 " timers %" PRIu64
             " resends %" PRIu64 " raw-with-true-MAC %" PRIu64 " deferred %" PRIu64
-            " predicted %" PRIu64 " parts %" PRIu64 " joined %" PRIu64 "\n",
+            " predicted %" PRIu64 " parts %" PRIu64 " joined %" PRIu64 " allow changes %" PRIu64
+            "\n",
             stats.inputs, stats.dgrams, stats.ok[USNIC_PKT_ACK], stats.ok[USNIC_PKT_FRAG],
             stats.ok[USNIC_PKT_CHUNK], stats.ok[USNIC_PKT_PUT], stats.delivered, stats.reassembled,
             stats.put_writes, stats.released, stats.timers, stats.resends, stats.raw_true_mac,
-            stats.deferred, stats.predicted, stats.parts, stats.joined);
+            stats.deferred, stats.predicted, stats.parts, stats.joined, stats.allows);
     for (int r = 1; r < USNIC_DROP__COUNT; r++) {
         if (stats.drops[r]) {
             fprintf(stderr, "  drop %-12s %" PRIu64 "\n",
@@ -860,10 +867,10 @@ static void rx_drop(void *t, void *ep, enum usnic_drop_reason why)
 static void rx_ack_rx(void *t, void *ep, bool fresh)
 {
     struct fz *f = t;
-    (void) fresh;
     CHECK(f->cur.active && ep == f->cur.peer);
     CHECK(USNIC_PKT_ACK == f->cur.v.hdr->type);
     f->cur.ack_rxs++;
+    f->cur.ack_stale = !fresh;
 }
 
 static void rx_deferred(void *t, void *ep, struct usnic_reasm_table *reasm)
@@ -896,6 +903,7 @@ static const struct usnic_rx_ops fz_rx_ops = {
 
 struct fz_snap {
     usnic_seq_t next, acked, expected;
+    uint32_t allow;
     uint32_t reasm_next;
     uint64_t waited;
     uint64_t st[NSTATS];
@@ -907,6 +915,7 @@ static void snap(const struct fz_peer *p, struct fz_snap *s)
 {
     s->next = p->rel.tx.next;
     s->acked = p->rel.tx.acked;
+    s->allow = p->rel.tx.allow;
     s->expected = p->rel.rx.expected;
     s->reasm_next = p->reasm.next;
     s->waited = p->reasm.waited;
@@ -1206,8 +1215,8 @@ static void mutate(struct fz *f, uint8_t *b, size_t len, uint8_t mut, uint8_t la
     if ((mut & MUT_LEN) && len >= sizeof(struct usnic_pkt_hdr)) {
         size_t h = usnic_pkt_hdr_len(type);
         b[0] = USNIC_PROTO_VERSION;
-        wr32(b + offsetof(struct usnic_pkt_hdr, lane), 0); /* and the reserved bytes */
         b[offsetof(struct usnic_pkt_hdr, lane)] = (uint8_t) (lane % USNIC_PKT_LANES);
+        b[offsetof(struct usnic_pkt_hdr, reserved)] = 0; /* (allow is left as it came) */
         if (0 != h && len >= h) {
             wr32(b + offsetof(struct usnic_pkt_hdr, payload_len), (uint32_t) (len - h));
         }
@@ -1305,6 +1314,7 @@ static void check_packet(struct fz *f, enum usnic_drop_reason why, struct fz_pee
     if (!check_passed(f, why, known, crc_ok, mac_ok, lane)) {
         return;
     }
+    c->authed = true;
     if (!f->sealed && 0 != known->auth) {
         /* Raw bytes passed the MAC: only because they carry the true MAC of
          * their bytes (checked just above, independently of
@@ -1511,6 +1521,14 @@ done:
             CHECK(f->peer[i].rel.rx.expected == before[i].expected);
             CHECK(f->peer[i].rel.tx.acked == before[i].acked);
             CHECK(f->peer[i].reasm.next == before[i].reasm_next);
+        }
+        /* what a peer lets us keep in flight to it (the header's allow):
+         * only a packet from it that passed its MAC changes it, and only
+         * to what that packet says */
+        if (f->peer[i].rel.tx.allow != before[i].allow) {
+            CHECK(c->authed && &f->peer[i] == c->peer && c->parsed && !c->ack_stale);
+            CHECK(f->peer[i].rel.tx.allow == c->v.hdr->allow);
+            stats.allows++;
         }
     }
     check_regs(f);

@@ -129,6 +129,7 @@ struct pkt {
     uint8_t fill;
     const void *payload; /* instead of the pattern */
     uint32_t pad;        /* bytes of padding after the payload (USNIC_PKT_FLAG_PAD) */
+    uint16_t allow;      /* what the sender lets us keep in flight to it (KiB) */
 };
 
 static size_t build(uint8_t *out, const struct pkt *p)
@@ -149,6 +150,7 @@ static size_t build(uint8_t *out, const struct pkt *p)
     h.msg_id = p->msg_id;
     h.ts = p->ts ? p->ts : 1;
     h.ts_echo = p->ts_echo;
+    h.allow = p->allow;
     memcpy(out, &h, sizeof(h));
     n = sizeof(h);
     if (p->ch) {
@@ -346,6 +348,22 @@ int main(int argc, char **argv)
     add_ack(&in, STEP_100US, M_ACKP, 0, 100, 0, 0);
     add_ack(&in, STEP_100US, M_ACKP, 0, 0xFF, 0, 0);
     in_write(&in, "ack-range");
+
+    /* what the peer lets us keep in flight (allow): an ACK that says
+     * 512 KiB, one that says 3, a copy of an older ACK saying 0 (its stamp
+     * is old: not taken), a tampered one saying 1 (not taken: MAC) */
+    in_start(&in, SEALED_DEFAULT);
+    {
+        struct pkt a = {.type = USNIC_PKT_ACK, .flags = USNIC_PKT_FLAG_ACK, .allow = 512};
+        add(&in, STEP_100US, M_ACKP, 0, &a);
+        a.allow = 3;
+        add(&in, STEP_100US, M_ACKP, 0, &a);
+        a.allow = 0;
+        add(&in, STEP_1US, (uint8_t) (M_ACKP & ~MUT_TS), 0, &a);
+        a.allow = 1;
+        add(&in, STEP_1US, M_ACKP, AUX_TAMPER | (12u << 4), &a); /* (byte 42: allow) */
+    }
+    in_write(&in, "ack-allow");
 
     in_start(&in, SEALED_DEFAULT);
     add_ack(&in, STEP_100US, M_ACKP, 0, 1, USNIC_PKT_FLAG_ACK_REQ, 0);

@@ -134,7 +134,7 @@
 #define O_TS 32
 #define O_TSECHO 36
 #define O_LANE 40
-#define O_RESERVED 40 /* lane, and 3 reserved bytes: as a 32-bit word */
+#define O_RESERVED 41 /* 1 reserved byte (then allow, any value) */
 #define O_CRC 44
 #define O_MAC 48
 #define HDR 56
@@ -145,7 +145,7 @@
 #define HDR_CHUNK 72
 #define HDR_PUT 88
 
-#define VERSION 7 /* protocol v7: PART packets (a datagram too large for the path, in parts) */
+#define VERSION 8 /* protocol v8: allow, the receiver's allowance, beside the reserved byte */
 #define T_ACK 1
 #define T_FRAG 2
 #define T_CHUNK 3
@@ -887,7 +887,7 @@ static void field_variant(int t, int v, uint64_t key, uint32_t hint)
     case 3: /* reserved bytes, or a lane beyond the two channels */
         len = craft(type, key, hint, room(t, type));
         if (below(2)) {
-            put32(pk, O_RESERVED, rnd32() | (1u << (8 + below(24))));
+            put8(pk, O_RESERVED, (uint8_t) (1u << below(8)));
         } else {
             put8(pk, O_LANE, (uint8_t) (2 + below(254)));
         }
@@ -1054,7 +1054,7 @@ static void field_variant(int t, int v, uint64_t key, uint32_t hint)
     default: /* several fields wrong: the first check decides */
         len = craft(type, key, hint, room(t, type));
         put8(pk, O_TYPE, 9);
-        put32(pk, O_RESERVED, 1);
+        put8(pk, O_RESERVED, 1);
         put32(pk, O_PLEN, 12345);
         why = R_TYPE;
         break;

@@ -257,12 +257,15 @@ static void test_parse_malformed(void)
 
     /* the reserved field must be 0; the sender key is not the parser's business */
     len = mk(buf, USNIC_PKT_FRAG, 0, NULL, NULL, pay, 8);
-    H(buf)->reserved[0] = 1;
+    H(buf)->reserved = 1;
     expect_reason("malformed/reserved_low_bit", buf, len, MAXMSG, USNIC_DROP_TYPE);
-    H(buf)->reserved[0] = 0;
-    H(buf)->reserved[2] = 0x80;
+    H(buf)->reserved = 0x80;
     expect_reason("malformed/reserved_high_bit", buf, len, MAXMSG, USNIC_DROP_TYPE);
-    H(buf)->reserved[2] = 0;
+    H(buf)->reserved = 0;
+    /* allow is any number of KiB, 0 included */
+    H(buf)->allow = 0xffff;
+    expect_reason("valid/allow_max", buf, len, MAXMSG, USNIC_PKT_OK);
+    H(buf)->allow = 0;
     H(buf)->lane = USNIC_PKT_LANES;
     expect_reason("malformed/lane_beyond_channels", buf, len, MAXMSG, USNIC_DROP_TYPE);
     H(buf)->lane = 0xff;
@@ -1574,7 +1577,7 @@ static void test_dump(void)
                               "tag=171",
                               "src_module=305419896",
                               "sender_key=0x0123456789abcdef",
-                              "lane=0 reserved=0x000000",
+                              "lane=0 reserved=0x00 allow=0",
                               "crc=0x",
                               "mac=0x",
                               " seq=4000000000",
@@ -2548,8 +2551,7 @@ static bool spec_ok(const uint8_t *b, size_t len, uint64_t max)
     if (h.version != USNIC_PROTO_VERSION || 0 == hl ||
         (h.flags & ~(unsigned) USNIC_PKT_FLAGS_KNOWN) ||
         (USNIC_PKT_ACK == h.type && 0 != h.msg_id) || h.lane >= USNIC_PKT_LANES ||
-        0 != (h.reserved[0] | h.reserved[1] | h.reserved[2]) || len < hl ||
-        (uint64_t) h.payload_len + hl > len) {
+        0 != h.reserved || len < hl || (uint64_t) h.payload_len + hl > len) {
         return false;
     }
     /* bytes after the payload: only padding, flagged, and never on an ACK */

@@ -1,0 +1,116 @@
+#!/bin/bash
+# Many senders into one receiver (incast, test/mpi/incast.c: random sizes
+# at the protocol boundaries, every byte and the guard bytes checked).  The
+# receiver shares its data channel's receive buffer among the peers that
+# are sending to it (btl_usnic_rx_share): every ACK carries the allowance
+# (the header's allow field), and senders keep no more than it in flight.
+#   1. 5 senders on loopback, a small receive buffer (btl_usnic_udp_sockbuf
+#      512 KiB): data intact; rank 0 counted 5 senders at once
+#      (rx_senders_max) and said so at verbose level 20 with the share it
+#      gives each, budget / 5 (KiB); the allowance held the senders back
+#      (allow_full > 0)
+#   2. rx_share 0: data intact, nothing counted, nobody held back by an
+#      allowance
+#   3. both directions at once (rank 0 sends to everyone meanwhile) under
+#      fault injection (drops, duplicates, reordering): data intact, resends
+#   4. across 3 network-namespace hosts at MTU 1500 (rank 0 alone on h1, 4
+#      senders on h2 and h3): data intact, rank 0 counted 4 senders, the
+#      allowance held them back
+# INCAST_SEED (default: from the clock, printed) chooses the sizes.
+TEST_TIMEOUT=${TEST_TIMEOUT:-120}
+# shellcheck source=SCRIPTDIR/../lib/mpitest.sh
+. "$(dirname "$0")/../lib/mpitest.sh"
+
+if ! usnic_mode; then
+    fail "incast" "runs over usnic only (its counters are the point)"
+    finish
+fi
+seed=${INCAST_SEED:-$(date +%s)}
+echo "    incast: seed $seed (INCAST_SEED=$seed reproduces the sizes)"
+build_prog incast || finish
+incast=$BIN
+
+# share_line NP: rank 0's verbose line for NP senders is there, and its
+# share is the budget it names divided by NP (KiB, at least 1)
+share_line() {
+    local n=$1 line kib budget want
+    line=$(grep -o "$n peers sending to us at once: each may keep [0-9]* KiB in flight (the receive buffer's [0-9]* KiB shared)" "$RUN_LOG" | head -n 1)
+    kib=$(sed -n 's/.*each may keep \([0-9]*\) KiB.*/\1/p' <<< "$line")
+    budget=$(sed -n "s/.*buffer's \([0-9]*\) KiB.*/\1/p" <<< "$line")
+    if [ -z "$kib" ] || [ -z "$budget" ]; then
+        MT_WHY="no verbose line for $n peers"
+        return 1
+    fi
+    want=$((budget / n))
+    [ "$want" -lt 1 ] && want=1
+    MT_WHY="each of $n may keep $kib KiB of $budget (want $want)"
+    [ "$kib" = "$want" ]
+}
+
+# ---- 1. 5 senders, shared
+EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca btl_base_verbose 20" \
+    run_mpi 6 "$incast" -k 6 -r 3 -s "$seed"
+check_run "incast: 5 senders into one, random sizes, data intact (seed $seed)" $? 6
+n=$(rank_stat "$RUN_LOG" 0 rx_senders_max)
+if [ "$n" = 5 ] && share_line 5; then
+    pass "incast: rank 0 counted 5 senders at once and shared its buffer: $MT_WHY"
+else
+    fail "incast: rank 0 counted 5 senders and shared its buffer" "rx_senders_max=$n; $MT_WHY" "$RUN_LOG"
+fi
+held=$(stat_sum "$RUN_LOG" allow_full)
+if [ "$held" -gt 0 ]; then
+    pass "incast: the allowance held the senders back ($held times)"
+else
+    fail "incast: the allowance held the senders back" "allow_full $held in all" "$RUN_LOG"
+fi
+echo "    incast shared: kernel_drops $(stat_sum "$RUN_LOG" kernel_drops), retrans $(stat_sum "$RUN_LOG" retrans) (timeouts $(stat_sum "$RUN_LOG" timeout_retrans))"
+
+# ---- 2. not shared
+EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca btl_usnic_rx_share 0" \
+    run_mpi 6 "$incast" -k 6 -r 3 -s "$seed"
+check_run "incast: rx_share 0, data intact" $? 6
+n=$(stat_sum "$RUN_LOG" rx_senders_max)
+held=$(stat_sum "$RUN_LOG" allow_full)
+if [ "$n" = 0 ] && [ "$held" = 0 ]; then
+    pass "incast: rx_share 0: no senders counted, nobody held back by an allowance"
+else
+    fail "incast: rx_share 0 turns the sharing off" "rx_senders_max $n, allow_full $held" "$RUN_LOG"
+fi
+echo "    incast not shared: kernel_drops $(stat_sum "$RUN_LOG" kernel_drops), retrans $(stat_sum "$RUN_LOG" retrans) (timeouts $(stat_sum "$RUN_LOG" timeout_retrans))"
+
+# ---- 3. both directions under faults
+EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca btl_usnic_debug_drop_rate 0.02
+    --mca btl_usnic_debug_dup_rate 0.02 --mca btl_usnic_debug_reorder_rate 0.05" \
+    run_mpi 5 "$incast" -k 4 -r 3 -b -s "$((seed + 1))"
+check_run "incast: both directions at once, drops, duplicates, reordering, data intact" $? 5
+r=$(stat_sum "$RUN_LOG" retrans)
+if [ "$r" -gt 0 ]; then
+    pass "incast under faults: $r datagrams resent, allowance waits $(stat_sum "$RUN_LOG" allow_full)"
+else
+    fail "incast under faults: resends" "retrans $r" "$RUN_LOG"
+fi
+
+# ---- 4. three namespace hosts
+# shellcheck source=SCRIPTDIR/../lib/netns.sh
+. "$(dirname "$0")/../lib/netns.sh"
+nsbed_up 3 || finish
+export USNIC_TEST_DEV=$NSB_DEV
+hf=$TEST_TMP/logs/$MT_NAME.$$.incast-hosts
+{
+    echo "$(nsbed_addr 1) slots=1"
+    echo "$(nsbed_addr 2) slots=2"
+    echo "$(nsbed_addr 3) slots=2"
+} > "$hf"
+EXTRA_MCA="--mca btl_usnic_udp_sockbuf 1048576" \
+    nsbed_run_mpi "$hf" 5 "$incast" -k 4 -r 3 -s "$((seed + 2))"
+check_run "incast: 4 senders on 2 hosts into one on a third, MTU 1500, data intact" $? 5
+n=$(rank_stat "$RUN_LOG" 0 rx_senders_max)
+held=$(stat_sum "$RUN_LOG" allow_full)
+if [ "$n" = 4 ] && share_line 4 && [ "$held" -gt 0 ]; then
+    pass "incast between hosts: rank 0 counted 4 senders, $MT_WHY; held back $held times"
+else
+    fail "incast between hosts: 4 senders counted and held back" "rx_senders_max $n, allow_full $held; $MT_WHY" "$RUN_LOG"
+fi
+echo "    incast between hosts: kernel_drops $(stat_sum "$RUN_LOG" kernel_drops), retrans $(stat_sum "$RUN_LOG" retrans) (timeouts $(stat_sum "$RUN_LOG" timeout_retrans))"
+nsbed_no_leftovers "incast between hosts"
+finish
