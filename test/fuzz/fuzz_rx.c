@@ -17,6 +17,7 @@
  *                   bit 2     CRC32C required
  *                   bit 3     sealed: the harness writes the correct MAC and
  *                             CRC into each datagram (after its mutations),
+ *                             and into the datagram a PART carries whole,
  *                             so the fuzzer reaches the logic behind them;
  *                             clear: raw bytes, exercising the rejection
  *                   bit 4     the "default" peer for the mutations is peer 1
@@ -259,7 +260,8 @@ static int verbose = -1;
 
 static struct {
     uint64_t inputs, dgrams, ok[8], drops[USNIC_DROP__COUNT], delivered, reassembled, put_writes,
-        released, raw_true_mac, timers, resends, deferred, predicted, parts, joined, allows;
+        released, raw_true_mac, timers, resends, deferred, predicted, parts, joined, allows,
+        inner_sealed, joined_mac;
 } stats;
 
 static void print_stats(void)
@@ -270,11 +272,12 @@ static void print_stats(void)
             " (reassembled %" PRIu64 ") put_writes %" PRIu64 " released %" PRIu64 " timers %" PRIu64
             " resends %" PRIu64 " raw-with-true-MAC %" PRIu64 " deferred %" PRIu64
             " predicted %" PRIu64 " parts %" PRIu64 " joined %" PRIu64 " allow changes %" PRIu64
-            "\n",
+            " inner sealed %" PRIu64 " joined with a MAC %" PRIu64 "\n",
             stats.inputs, stats.dgrams, stats.ok[USNIC_PKT_ACK], stats.ok[USNIC_PKT_FRAG],
             stats.ok[USNIC_PKT_CHUNK], stats.ok[USNIC_PKT_PUT], stats.delivered, stats.reassembled,
             stats.put_writes, stats.released, stats.timers, stats.resends, stats.raw_true_mac,
-            stats.deferred, stats.predicted, stats.parts, stats.joined, stats.allows);
+            stats.deferred, stats.predicted, stats.parts, stats.joined, stats.allows,
+            stats.inner_sealed, stats.joined_mac);
     for (int r = 1; r < USNIC_DROP__COUNT; r++) {
         if (stats.drops[r]) {
             fprintf(stderr, "  drop %-12s %" PRIu64 "\n",
@@ -1373,6 +1376,9 @@ static void check_part(struct fz *f, enum usnic_drop_reason why, struct fz_peer 
               USNIC_RX_NEW == verdict && c->part_v.hdr->lane == lane);
         check_packet(f, why, c->whole_known, c->whole_crc_ok, c->whole_mac_ok, c->whole_verdict,
                      false, lane, 2);
+        if (c->authed && 0 != c->whole_known->auth) {
+            stats.joined_mac++; /* its own MAC passed (seal_inner) */
+        }
         return;
     }
     CHECK(1 == c->lookups);
@@ -1389,6 +1395,35 @@ static void check_part(struct fz *f, enum usnic_drop_reason why, struct fz_peer 
     } else if (USNIC_RX_DUP == verdict) {
         CHECK(USNIC_DROP_DUPLICATE == why);
     }
+}
+
+/* A sealed PART that carries a whole datagram by itself (offset 0, all of
+ * it): seal that datagram too, with the key of the peer it names (else the
+ * default one), so that the whole datagram's own MAC and CRC can pass and
+ * the fuzzer reaches what comes after them for it as well.  (A datagram in
+ * several parts is assembled in the receiver only: its bytes stay as the
+ * fuzzer made them.) */
+static void seal_inner(struct fz *f, uint8_t *b, const struct usnic_pkt_view *v)
+{
+    struct usnic_pkt_view w;
+    const struct fz_peer *s = &f->peer[(f->cfg & CFG_PEER1) ? 1 : 0];
+    uint8_t *inner;
+
+    if (USNIC_PKT_PART != v->hdr->type || 0 != v->chunk->offset ||
+        v->chunk->msg_len != v->payload_len) {
+        return;
+    }
+    inner = b + USNIC_HDR_LEN_CHUNK;
+    if (USNIC_PKT_OK != usnic_pkt_parse(inner, v->payload_len, f->max_msg_len, &w)) {
+        return;
+    }
+    for (int i = 0; i < NPEERS; i++) {
+        if (w.hdr->sender_key == f->peer[i].key) {
+            s = &f->peer[i];
+        }
+    }
+    usnic_pkt_seal(inner, w.len, NULL, 0, &s->mac, NULL, s->auth, s->crc);
+    stats.inner_sealed++;
 }
 
 static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mut, uint8_t aux)
@@ -1425,6 +1460,7 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
         }
         if (f->sealed) {
             const struct fz_peer *s = known ? known : &f->peer[(f->cfg & CFG_PEER1) ? 1 : 0];
+            seal_inner(f, b, &c->v);
             /* (the seal ends with the payload: any padding is not in it) */
             usnic_pkt_seal(b, c->v.len, NULL, 0, &s->mac, NULL, s->auth, s->crc);
         }

@@ -14,7 +14,8 @@
  * number relative to the window, ACK relative to the send window, fragment
  * number relative to the next one, lengths, fresh stamps), so they need no
  * knowledge of its keys; the whole datagrams inside PARTs, which the
- * harness does not mutate, name its peer 0 (PEER0_*).
+ * harness does not mutate (it only seals one that a PART carries whole),
+ * name its peer 0 (PEER0_*).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -821,6 +822,22 @@ int main(int argc, char **argv)
         n = whole_data(USNIC_PKT_FRAG, 0, 300, 0, 0);
         add_parts(&in, 0, whole, n, 128, in_order);
         in_write(&in, "part-frag-auth");
+
+        /* the same, each datagram in one part: the harness seals the
+         * datagram inside too, so it passes its own MAC and is taken (a
+         * FRAG, then both chunks of the next fragment); then one tampered
+         * after sealing (refused) */
+        in_start(&in, SEALED_DEFAULT);
+        n = whole_data(USNIC_PKT_FRAG, 0, 300, 0, 0);
+        add_part(&in, STEP_1US, 0, 0, whole, n, 0, (uint32_t) n);
+        for (uint32_t k = 1; k <= 3; k++) {
+            const uint32_t next = PEER0_FIRST_MSG + 1u;
+            n = whole_data(USNIC_PKT_CHUNK, k, 300, 600, (k - 1) % 2 * 300);
+            memcpy(whole + offsetof(struct usnic_pkt_hdr, msg_id), &next, sizeof(next));
+            add_part(&in, STEP_1US, (3 == k) ? AUX_TAMPER | (15u << 4) : 0, 0, whole, n, 0,
+                     (uint32_t) n);
+        }
+        in_write(&in, "part-whole-sealed-auth");
     }
 
     printf("%u seeds written to %s\n", nwritten, outdir);
