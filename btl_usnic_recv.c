@@ -406,9 +406,8 @@ static void rx_acked(void *t, void *ep, int released)
 static void allow_set(usnic_module_t *module)
 {
     uint32_t n = (module->allow.cur > module->allow.prev) ? module->allow.cur : module->allow.prev;
-    uint64_t kib = module->allow.budget / (n > 0 ? n : 1) / 1024;
 
-    module->allow.kib = (uint16_t) (kib < 1 ? 1 : (kib > UINT16_MAX ? UINT16_MAX : kib));
+    module->allow.kib = usnic_rel_allow_share(module->allow.budget, n);
 }
 
 void usnic_allow_init(usnic_module_t *module, bool on)
@@ -439,17 +438,12 @@ static void allow_epoch_end(usnic_module_t *module, uint64_t now)
     /* if a whole epoch passed without data, the last one's senders are gone too */
     bool quiet = (now - module->allow.epoch_start >= 2 * USNIC_ALLOW_EPOCH_US);
     uint64_t drops = usnic_socket_drops(module->chan[USNIC_CHAN_DATA].sock_fd);
-    uint64_t step = module->allow.max / 8, least = module->allow.max / 32;
+    bool dropped = (drops != module->allow.drops);
 
-    if (drops != module->allow.drops) {
-        module->allow.budget =
-            (module->allow.budget / 2 > least) ? module->allow.budget / 2 : least;
+    module->allow.budget = usnic_rel_allow_budget(module->allow.budget, module->allow.max, dropped);
+    if (dropped) {
         module->allow.drops = drops;
         module->stats.allow_cuts++;
-    } else if (module->allow.budget < module->allow.max) {
-        module->allow.budget = (module->allow.max - module->allow.budget > step)
-                                   ? module->allow.budget + step
-                                   : module->allow.max;
     }
     module->allow.prev = quiet ? 0 : module->allow.cur;
     module->allow.cur = 0;

@@ -444,6 +444,34 @@ uint64_t usnic_rel_rx_sack_bits(const struct usnic_rel *rel);
  * segments arrived beyond the last word it could fill. */
 unsigned usnic_rel_rx_sack(const struct usnic_rel *rel, uint64_t *words, unsigned max, bool *more);
 
+/*
+ * The allowance a receiver advertises (the header's allow field): how it
+ * shares its buffer among the peers sending to it (the transport counts
+ * them and reads its drop counter; btl_usnic_recv.c).
+ *
+ * usnic_rel_allow_share: budget bytes among n senders (0 counts as 1), in
+ * KiB as the header carries it: at least 1, at most 65535.
+ * usnic_rel_allow_budget: the budget for the next epoch: after an epoch in
+ * which the buffer overflowed (dropped) it halves, but not below max/32;
+ * after one without, it grows by max/8, up to max.
+ */
+static inline uint16_t usnic_rel_allow_share(uint64_t budget, uint32_t n)
+{
+    uint64_t kib = budget / (n > 0 ? n : 1) / 1024;
+
+    return (uint16_t) (kib < 1 ? 1 : (kib > UINT16_MAX ? UINT16_MAX : kib));
+}
+
+static inline uint64_t usnic_rel_allow_budget(uint64_t budget, uint64_t max, bool dropped)
+{
+    uint64_t least = max / 32, step = max / 8;
+
+    if (dropped) {
+        return (budget / 2 > least) ? budget / 2 : least;
+    }
+    return (max - budget > step) ? budget + step : max;
+}
+
 /* Must an explicit ACK go out now? */
 static inline bool usnic_rel_ack_due(const struct usnic_rel *rel, uint64_t now, uint64_t delay)
 {

@@ -995,6 +995,64 @@ static void test_rel_ack_delay(void)
     usnic_rel_fini(&rel);
 }
 
+/* The receiver's allowance (the header's allow field): its share of the
+ * budget per sender, and the budget's halving after drops and regrowth. */
+static void test_rel_allow(void)
+{
+    const uint64_t max = 4u << 20; /* half of an 8 MiB buffer */
+    uint64_t b = max;
+    bool ok = true;
+
+    check(4096 == usnic_rel_allow_share(max, 1) && 4096 == usnic_rel_allow_share(max, 0),
+          "allow/one_sender_gets_all", "%u, %u", usnic_rel_allow_share(max, 1),
+          usnic_rel_allow_share(max, 0));
+    check(512 == usnic_rel_allow_share(max, 8) && 1365 == usnic_rel_allow_share(max, 3),
+          "allow/shared_evenly_rounded_down", "%u, %u", usnic_rel_allow_share(max, 8),
+          usnic_rel_allow_share(max, 3));
+    check(1 == usnic_rel_allow_share(max, 100000) && 1 == usnic_rel_allow_share(0, 1),
+          "allow/at_least_1_KiB", "%u, %u", usnic_rel_allow_share(max, 100000),
+          usnic_rel_allow_share(0, 1));
+    check(UINT16_MAX == usnic_rel_allow_share((uint64_t) 1 << 40, 1), "allow/at_most_65535_KiB",
+          "%u", usnic_rel_allow_share((uint64_t) 1 << 40, 1));
+    /* every sender's share together never exceeds the budget (when the
+     * share is above its 1 KiB floor) */
+    for (uint32_t n = 1; n <= 4096 && ok; n++) {
+        for (uint64_t bud = 1u << 20; bud <= ((uint64_t) 64 << 20); bud += 777777) {
+            uint64_t sum = (uint64_t) n * usnic_rel_allow_share(bud, n) * 1024;
+            if (bud / n >= 1024 && sum > bud) {
+                ok = false;
+                check(false, "allow/shares_within_budget", "n %u budget %llu: sum %llu", n,
+                      (unsigned long long) bud, (unsigned long long) sum);
+            }
+        }
+    }
+    check(ok, "allow/shares_within_budget", "n 1..4096, budgets 1..64 MiB");
+
+    /* drops halve it, down to max/32 and no further */
+    for (int i = 0; i < 3; i++) {
+        b = usnic_rel_allow_budget(b, max, true);
+    }
+    check(max / 8 == b, "allow/three_drops_an_eighth", "%llu", (unsigned long long) b);
+    for (int i = 0; i < 10; i++) {
+        b = usnic_rel_allow_budget(b, max, true);
+    }
+    check(max / 32 == b, "allow/floor_at_max_over_32", "%llu", (unsigned long long) b);
+    /* quiet epochs grow it by max/8 each, up to max exactly */
+    b = usnic_rel_allow_budget(b, max, false);
+    check(max / 32 + max / 8 == b, "allow/grows_by_an_eighth", "%llu", (unsigned long long) b);
+    for (int i = 0; i < 8; i++) {
+        b = usnic_rel_allow_budget(b, max, false);
+    }
+    check(max == b, "allow/back_to_max_and_no_more", "%llu", (unsigned long long) b);
+    check(max == usnic_rel_allow_budget(max, max, false), "allow/max_stays_max", "%llu",
+          (unsigned long long) usnic_rel_allow_budget(max, max, false));
+    /* a budget of 0 (sharing off) stays 0 */
+    check(0 == usnic_rel_allow_budget(0, 0, false) && 0 == usnic_rel_allow_budget(0, 0, true),
+          "allow/zero_stays_zero", "%llu %llu",
+          (unsigned long long) usnic_rel_allow_budget(0, 0, false),
+          (unsigned long long) usnic_rel_allow_budget(0, 0, true));
+}
+
 static void test_rel_ack_every(void)
 {
     struct usnic_rel rel;
@@ -2652,6 +2710,7 @@ int main(void)
     test_rel_rx_dup_beyond();
     test_rel_rx_model();
     test_rel_ack_delay();
+    test_rel_allow();
     test_rel_ack_every();
     test_rel_send_failed();
     test_rel_resend_all();
