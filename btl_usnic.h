@@ -235,7 +235,7 @@ typedef struct usnic_module {
     uint64_t now_us;     /* usnic_now_us() at the start of the current progress call */
     /* What each peer sending to us may keep in flight to us (incast):
      * the data channel's receive buffer, shared among the peers that sent
-     * data in this epoch or the last (btl_usnic_recv.c: usnic_allow_count) */
+     * data in this epoch or the last (btl_usnic_recv.c: allow_count) */
     struct {
         uint64_t max;         /* half the buffer; 0: no limit is advertised */
         uint64_t budget;      /* bytes to share now: max, less after drops */
@@ -450,8 +450,6 @@ void usnic_release_parked(usnic_module_t *module, uint32_t vpid);
 void usnic_parked_fini(usnic_module_t *module);
 /* Incast: the receive buffer's share each sending peer is told (on: shared). */
 void usnic_allow_init(usnic_module_t *module, bool on);
-/* ep sent us data: count it among this epoch's senders. */
-void usnic_allow_count(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
 
 END_C_DECLS
 

@@ -96,15 +96,15 @@
  * btl_usnic_auth and btl_usnic_checksum, known from the modex), never a flag a packet could clear;
  * absent, the field is 0.
  *
- * A FRAG, CHUNK or PUT with USNIC_PKT_FLAG_PAD may go on after its payload
  * allow (version 8), meaningful with USNIC_PKT_FLAG_ACK: how many bytes the
  * receiver of this packet may keep in flight towards its sender, in units
  * of 1024 bytes; 0 means no limit is asked.  A receiver's sockets (or an
  * adapter's receive ring) are shared by all its peers: it divides them
- * among the peers that are sending to it (btl_usnic_recv.c: usnic_allow),
+ * among the peers that are sending to it (btl_usnic_recv.c: allow_count),
  * so that many senders at once do not overflow them (incast).  PART
  * packets carry 0 (they have no ACK).
  *
+ * A FRAG, CHUNK or PUT with USNIC_PKT_FLAG_PAD may go on after its payload
  * (version 6): the sender pads a message's short last datagram to the
  * length of the others when the next message's datagrams follow it in the
  * same UDP_SEGMENT train.  The padding is in neither the MAC nor the CRC,

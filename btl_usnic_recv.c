@@ -381,8 +381,6 @@ static void rx_acked(void *t, void *ep, int released)
     }
 }
 
-/* ACKs go out through the module whose stream it is (ep->module): not t
- * when the datagram came around a link that is down (rx_lookup). */
 /*
  * Incast.  Every peer keeps at most its inflight_limit in flight to us, but
  * our data channel's receive buffer is one for all of them: enough peers
@@ -452,7 +450,8 @@ static void allow_epoch_end(usnic_module_t *module, uint64_t now)
     allow_set(module);
 }
 
-void usnic_allow_count(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+/* ep sent us a bulk datagram: count it among this epoch's senders. */
+static void allow_count(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
 {
     uint64_t now = module->now_us;
 
@@ -480,6 +479,8 @@ void usnic_allow_count(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
     }
 }
 
+/* ACKs go out through the module whose stream it is (ep->module): not t
+ * when the datagram came around a link that is down (rx_lookup). */
 static void rx_accepted(void *t, void *ep, uint32_t payload_len)
 {
     usnic_module_t *module = t;
@@ -489,7 +490,7 @@ static void rx_accepted(void *t, void *ep, uint32_t payload_len)
     if (payload_len >= USNIC_ALLOW_BULK &&
         (e->allow_epoch != module->allow.epoch ||
          module->now_us - module->allow.epoch_start >= USNIC_ALLOW_EPOCH_US)) {
-        usnic_allow_count(module, e);
+        allow_count(module, e);
     }
     usnic_ack_schedule(e->module, e);
 }

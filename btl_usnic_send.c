@@ -252,18 +252,23 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
 
 /* The bytes ep may have in flight: our own limit, or less if the peer
  * asks for less (it shares its receive buffers among everyone sending to
- * it: usnic_allow_count), but never less than allow_floor.  While its
+ * it: allow_count), but never less than allow_floor.  While its
  * stream goes around a link that is down, it shares the other module's
  * receive buffers at the peer with that module's own stream, so it gets
  * half. */
+/* What the peer allows us in bytes (UINT64_MAX: no limit asked). */
+static inline uint64_t peer_allow(const mca_btl_base_endpoint_t *ep)
+{
+    return (0 != ep->rel.tx.allow) ? (uint64_t) ep->rel.tx.allow << 10 : UINT64_MAX;
+}
+
 static inline uint64_t inflight_limit(const usnic_module_t *module,
                                       const mca_btl_base_endpoint_t *ep)
 {
-    uint64_t limit = ep->inflight_limit;
+    uint64_t limit = ep->inflight_limit, allow = peer_allow(ep);
 
-    if (0 != ep->rel.tx.allow) {
-        uint64_t allow = (uint64_t) ep->rel.tx.allow << 10;
-        limit = (allow < ep->allow_floor) ? ep->allow_floor : (allow < limit ? allow : limit);
+    if (allow < limit) { /* (allow_floor is below our own limit) */
+        limit = (allow < ep->allow_floor) ? ep->allow_floor : allow;
     }
     if (OPAL_UNLIKELY(module->link_down || 0 != ep->detour_until)) {
         return limit / 2;
@@ -278,8 +283,7 @@ static inline bool can_send(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
 
     if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel) || ep->inflight_bytes >= limit)) {
         module->stats.window_full++;
-        if (ep->inflight_bytes >= limit && 0 != ep->rel.tx.allow &&
-            ((uint64_t) ep->rel.tx.allow << 10) < ep->inflight_limit) {
+        if (ep->inflight_bytes >= limit && peer_allow(ep) < ep->inflight_limit) {
             module->stats.allow_full++;
         }
         return false;

@@ -634,6 +634,17 @@ static void oracle_checks(const uint8_t *b, size_t len, const struct usnic_pkt_v
     }
 }
 
+/* The peer whose key a header names (NULL: none of them). */
+static struct fz_peer *peer_named(struct fz *f, const struct usnic_pkt_hdr *hdr)
+{
+    for (int i = 0; i < NPEERS; i++) {
+        if (hdr->sender_key == f->peer[i].key) {
+            return &f->peer[i];
+        }
+    }
+    return NULL;
+}
+
 /* The second lookup of a dispatch: the PART being dispatched completed its
  * datagram, and the whole one at hdr goes through the dispatch again. */
 static void join_begin(struct fz *f, const struct usnic_pkt_hdr *hdr)
@@ -651,12 +662,7 @@ static void join_begin(struct fz *f, const struct usnic_pkt_hdr *hdr)
     /* it was parsed before its lookup, with the same limits */
     CHECK(USNIC_PKT_OK == usnic_pkt_parse(c->buf, c->len, f->max_msg_len, &c->v));
     CHECK(USNIC_PKT_PART != c->v.hdr->type); /* parts of parts are refused before */
-    c->whole_known = NULL;
-    for (int i = 0; i < NPEERS; i++) {
-        if (c->v.hdr->sender_key == f->peer[i].key) {
-            c->whole_known = &f->peer[i];
-        }
-    }
+    c->whole_known = peer_named(f, c->v.hdr);
     c->whole_crc_ok = c->whole_mac_ok = true;
     c->whole_verdict = USNIC_RX_NEW;
     if (NULL != c->whole_known) {
@@ -1406,7 +1412,7 @@ static void check_part(struct fz *f, enum usnic_drop_reason why, struct fz_peer 
 static void seal_inner(struct fz *f, uint8_t *b, const struct usnic_pkt_view *v)
 {
     struct usnic_pkt_view w;
-    const struct fz_peer *s = &f->peer[(f->cfg & CFG_PEER1) ? 1 : 0];
+    const struct fz_peer *s;
     uint8_t *inner;
 
     if (USNIC_PKT_PART != v->hdr->type || 0 != v->chunk->offset ||
@@ -1417,10 +1423,9 @@ static void seal_inner(struct fz *f, uint8_t *b, const struct usnic_pkt_view *v)
     if (USNIC_PKT_OK != usnic_pkt_parse(inner, v->payload_len, f->max_msg_len, &w)) {
         return;
     }
-    for (int i = 0; i < NPEERS; i++) {
-        if (w.hdr->sender_key == f->peer[i].key) {
-            s = &f->peer[i];
-        }
+    s = peer_named(f, w.hdr);
+    if (NULL == s) {
+        s = &f->peer[(f->cfg & CFG_PEER1) ? 1 : 0];
     }
     usnic_pkt_seal(inner, w.len, NULL, 0, &s->mac, NULL, s->auth, s->crc);
     stats.inner_sealed++;
@@ -1453,11 +1458,7 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
     parse_why = usnic_pkt_parse(b, len, f->max_msg_len, &c->v);
     c->parsed = (USNIC_PKT_OK == parse_why);
     if (c->parsed) {
-        for (int i = 0; i < NPEERS; i++) {
-            if (c->v.hdr->sender_key == f->peer[i].key) {
-                known = &f->peer[i];
-            }
-        }
+        known = peer_named(f, c->v.hdr);
         if (f->sealed) {
             const struct fz_peer *s = known ? known : &f->peer[(f->cfg & CFG_PEER1) ? 1 : 0];
             seal_inner(f, b, &c->v);
@@ -1469,12 +1470,7 @@ static void one_datagram(struct fz *f, const uint8_t *in, size_t len, uint8_t mu
         b[((aux >> 4) * len) / 16] ^= 0x20;
         parse_why = usnic_pkt_parse(b, len, f->max_msg_len, &c->v);
         c->parsed = (USNIC_PKT_OK == parse_why);
-        known = NULL;
-        for (int i = 0; c->parsed && i < NPEERS; i++) {
-            if (c->v.hdr->sender_key == f->peer[i].key) {
-                known = &f->peer[i];
-            }
-        }
+        known = c->parsed ? peer_named(f, c->v.hdr) : NULL;
     }
     if (NULL != known) {
         oracle_checks(b, len, &c->v, known, &crc_ok, &mac_ok, &verdict);
