@@ -6,7 +6,14 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")" && pwd)
 work=${DEMO_TMP:-/tmp/usnic-demo}
+# A build directory configured from another source tree (another clone)
+# keeps that tree's header dependencies: make would then miss our header
+# changes and link stale objects.  Start it afresh when the tree differs.
+if [ "$(cat "$work/build/.source" 2>/dev/null)" != "$top" ]; then
+    rm -rf "$work/build"
+fi
 mkdir -p "$work/build"
+echo "$top" > "$work/build/.source"
 
 "$top/scripts/install-deps.sh"
 
