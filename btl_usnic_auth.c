@@ -180,6 +180,15 @@ uint64_t usnic_siphash24(const struct usnic_sip_key *key, const void *data, size
     return sip_rest(&v, data, len, len);
 }
 
+uint64_t usnic_sip_request_mac(const struct usnic_sip_key *key, const void *hdr, size_t hdr_len,
+                               uint32_t from_ip, uint16_t from_port)
+{
+    const struct usnic_auth_piece pieces[] = {
+        {hdr, hdr_len}, {&from_ip, sizeof(from_ip)}, {&from_port, sizeof(from_port)}};
+
+    return usnic_siphash24_pieces(key, pieces, 3);
+}
+
 uint64_t usnic_siphash24_memo(struct usnic_sip_memo *memo, const struct usnic_sip_key *key,
                               const void *data, size_t len, size_t prefix_words)
 {

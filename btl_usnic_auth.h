@@ -73,6 +73,14 @@ uint64_t usnic_siphash24(const struct usnic_sip_key *key, const void *data, size
 uint64_t usnic_siphash24_pieces(const struct usnic_sip_key *key,
                                 const struct usnic_auth_piece *pieces, size_t npieces);
 
+/* The MAC of a request that asks for an answer (a liveness probe, a
+ * connectivity ping): SipHash-2-4 of its first hdr_len bytes, then the
+ * IPv4 address and UDP port it was sent from (network byte order, 4 + 2
+ * bytes), under the secret of the process asked.  The answer goes only to
+ * the address a holder of that secret named. */
+uint64_t usnic_sip_request_mac(const struct usnic_sip_key *key, const void *hdr, size_t hdr_len,
+                               uint32_t from_ip, uint16_t from_port);
+
 /*
  * A memo of a message's first words: the state after absorbing nwords
  * 8-byte words under key.  usnic_siphash24_memo() returns exactly

@@ -64,6 +64,7 @@ struct cc_entry {
 
 struct cc_sock {
     uint32_t ip;
+    uint16_t port; /* network byte order: where its pings come from (their MAC) */
     int fd;
 };
 
@@ -134,6 +135,7 @@ void cc_engine_free(struct cc_engine *e)
 static int engine_sock(struct cc_engine *e, uint32_t ip)
 {
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = ip};
+    socklen_t slen = sizeof(sin);
     int fd, v = IP_PMTUDISC_PROBE;
     char a[INET_ADDRSTRLEN];
 
@@ -154,12 +156,14 @@ static int engine_sock(struct cc_engine *e, uint32_t ip)
     }
     /* DF on every ping, whatever the kernel believes the path MTU is */
     if (0 != setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof(v)) ||
-        0 != bind(fd, (struct sockaddr *) &sin, sizeof(sin))) {
+        0 != bind(fd, (struct sockaddr *) &sin, sizeof(sin)) ||
+        0 != getsockname(fd, (struct sockaddr *) &sin, &slen)) {
         elog(e, 5, "no socket for %s: %s", a, strerror(errno));
         close(fd);
         return -1;
     }
     e->socks[e->nsocks].ip = ip;
+    e->socks[e->nsocks].port = sin.sin_port;
     e->socks[e->nsocks].fd = fd;
     return e->nsocks++;
 }
@@ -389,6 +393,8 @@ static void send_round(struct cc_engine *e, struct cc_entry *x)
         p->size = x->sizes[i];
         p->to_key = x->req.remote_key;
         p->nonce = x->nonce;
+        usnic_sip_tag_store(
+            p->mac, usnic_cc_ping_mac(&x->secret, p, e->socks[x->sock].ip, e->socks[x->sock].port));
         /* EMSGSIZE (larger than our own interface takes) is as good as lost */
         (void) sendto(e->socks[x->sock].fd, e->buf, x->sizes[i], MSG_DONTWAIT,
                       (struct sockaddr *) &to, sizeof(to));
@@ -516,13 +522,27 @@ uint64_t usnic_cc_pong_mac(const struct usnic_sip_key *secret, const struct usni
     return usnic_siphash24(secret, pong, offsetof(struct usnic_cc_ping, mac));
 }
 
-bool usnic_cc_make_pong(uint8_t *buf, size_t len, uint64_t key, const struct usnic_sip_key *secret)
+uint64_t usnic_cc_ping_mac(const struct usnic_sip_key *secret, const struct usnic_cc_ping *ping,
+                           uint32_t from_ip, uint16_t from_port)
+{
+    return usnic_sip_request_mac(secret, ping, offsetof(struct usnic_cc_ping, mac), from_ip,
+                                 from_port);
+}
+
+bool usnic_cc_make_pong(uint8_t *buf, size_t len, uint64_t key, const struct usnic_sip_key *secret,
+                        uint32_t from_ip, uint16_t from_port, bool *forged)
 {
     struct usnic_cc_ping *p = (struct usnic_cc_ping *) buf;
 
+    *forged = false;
     if (len < sizeof(*p) || len > USNIC_CC_MAX_DGRAM || USNIC_CC_MAGIC != p->magic ||
         USNIC_CC_VERSION != p->version || USNIC_CC_PING != p->type || 0 != p->zero ||
-        0 != p->zero2 || p->size != len || p->to_key != key || 0 != usnic_sip_tag_load(p->mac)) {
+        0 != p->zero2 || p->size != len || p->to_key != key) {
+        return false;
+    }
+    if (!usnic_sip_tag_equal(usnic_sip_tag_load(p->mac),
+                             usnic_cc_ping_mac(secret, p, from_ip, from_port))) {
+        *forged = true;
         return false;
     }
     p->type = USNIC_CC_PONG;

@@ -48,10 +48,17 @@
  *
  * size is the whole datagram's length (checked against what arrived);
  * to_key the peer module's modex key; nonce random per check, echoed.  A
- * ping's mac is zero.  The responder turns a ping into its pong by setting
- * type and mac: SipHash-2-4 of bytes 0-31 under the responding module's
- * secret (the key of its packets' MACs, which peers learn from the modex
- * and the network never carries), stored little-endian.  The checker
+ * ping's mac is SipHash-2-4 of bytes 0-31 followed by the address and
+ * port the ping is sent from (usnic_sip_request_mac) under the pinged
+ * module's secret (the key of its packets' MACs, which peers learn from
+ * the modex and the network never carries).  The responder echoes only a
+ * ping with that MAC for the address it came from, so it answers nobody
+ * but a process of the job, at the address that process named: a reader
+ * who replays a ping from another source, or anyone who knows only the
+ * module key, gets no echo aimed at a third party (version 4; before, the
+ * responder reflected any well-formed ping at its sender's size).  The
+ * responder turns a ping into its pong by setting type and mac:
+ * SipHash-2-4 of bytes 0-31 under the same secret, stored little-endian.  The checker
  * takes a pong only with that MAC, under the secret of the process it
  * pinged: someone who reads the pings (and their nonces) and can send
  * from the peer's address still cannot answer a size the path does not
@@ -69,7 +76,8 @@
 #include "btl_usnic_auth.h"
 
 #define USNIC_CC_MAGIC 0x47504355u /* "UCPG" on little-endian hosts */
-#define USNIC_CC_VERSION 3         /* ping format and agent protocol (2: epoch; 3: MAC, secret) */
+/* ping format and agent protocol (2: epoch; 3: pong MAC, secret; 4: ping MAC) */
+#define USNIC_CC_VERSION 4
 #define USNIC_CC_PING 1
 #define USNIC_CC_PONG 2
 #define USNIC_CC_SMALL 64         /* the small ping */
@@ -85,7 +93,8 @@ struct usnic_cc_ping {
     uint32_t zero2;
     uint64_t to_key;
     uint64_t nonce;
-    uint8_t mac[USNIC_SIP_TAG_BYTES]; /* pong: SipHash-2-4 of the bytes before it; ping: 0 */
+    uint8_t mac[USNIC_SIP_TAG_BYTES]; /* SipHash-2-4 of the bytes before it (a ping's: and its
+                                         source) */
 };
 _Static_assert(sizeof(struct usnic_cc_ping) == 40, "connectivity ping layout");
 _Static_assert(offsetof(struct usnic_cc_ping, mac) == 32, "connectivity ping MAC input");
@@ -175,10 +184,18 @@ int cc_engine_fds(const struct cc_engine *e, int *fds, int max);
  * returns ms until the next round is due (-1: none). */
 int cc_engine_run(struct cc_engine *e, int ready_fd, uint64_t now_us);
 
-/* Echo a ping that arrived (liveness responder): true if buf holds a valid
- * ping for key; it is then turned into the pong to send back, with its MAC
- * under secret (the module's own). */
-bool usnic_cc_make_pong(uint8_t *buf, size_t len, uint64_t key, const struct usnic_sip_key *secret);
+/* Echo a ping that arrived (liveness responder) from from_ip:from_port
+ * (network byte order): true if buf holds a valid ping for key whose MAC
+ * under secret (the module's own) names that address; it is then turned
+ * into the pong to send back there, with its MAC under the same secret.
+ * *forged is set when only the MAC was wrong. */
+bool usnic_cc_make_pong(uint8_t *buf, size_t len, uint64_t key, const struct usnic_sip_key *secret,
+                        uint32_t from_ip, uint16_t from_port, bool *forged);
+
+/* The MAC a ping must carry when sent from from_ip:from_port to the module
+ * whose secret is secret. */
+uint64_t usnic_cc_ping_mac(const struct usnic_sip_key *secret, const struct usnic_cc_ping *ping,
+                           uint32_t from_ip, uint16_t from_port);
 
 /* The MAC a pong in buf must carry when the module answering has secret. */
 uint64_t usnic_cc_pong_mac(const struct usnic_sip_key *secret, const struct usnic_cc_ping *pong);

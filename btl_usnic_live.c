@@ -39,8 +39,11 @@
 struct live_mod {
     int fd; /* -1: none */
     uint64_t key;
-    struct usnic_sip_key mac; /* our secret: MACs of our replies */
+    struct usnic_sip_key mac; /* our secret: MACs of our replies, and of requests to us */
+    uint32_t ip;              /* the socket's address and port (network byte order): */
+    uint16_t port;            /* the source our probes' MACs name */
     uint64_t probes_tx, replies_rx, replies_tx, drops;
+    uint64_t forged;    /* probes and pings with a wrong MAC (also in drops) */
     uint64_t pongs_tx;  /* connectivity pings echoed */
     uint64_t bucket_us; /* reply rate limit: time the bucket was last refilled */
     uint32_t tokens;
@@ -78,6 +81,16 @@ static struct {
 static uint64_t live_mac(const struct usnic_sip_key *key, const struct usnic_live_pkt *pkt)
 {
     return usnic_siphash24(key, pkt, offsetof(struct usnic_live_pkt, mac));
+}
+
+/* A probe's MAC names where it comes from, under the secret of the module
+ * probed: only a process of the job gets a reply, and only at its own
+ * address (a reply to a replayed probe from elsewhere would reflect it). */
+static uint64_t live_probe_mac(const struct usnic_sip_key *key, const struct usnic_live_pkt *pkt,
+                               uint32_t from_ip, uint16_t from_port)
+{
+    return usnic_sip_request_mac(key, pkt, offsetof(struct usnic_live_pkt, mac), from_ip,
+                                 from_port);
 }
 
 static void live_pkt_fill(struct usnic_live_pkt *pkt, uint8_t type, uint64_t to_key,
@@ -138,6 +151,8 @@ void usnic_live_open(void)
         }
         m->key = module->key;
         m->mac = module->mac_key;
+        m->ip = module->if_addr.sin_addr.s_addr;
+        m->port = port;
         m->tokens = LIVE_REPLIES_PER_SEC;
         module->live_port = port;
         USNIC_VERBOSE(20, "%s: liveness socket on UDP port %u", module->ifname,
@@ -166,7 +181,18 @@ static void handle_probe(struct live_mod *m, const struct usnic_live_pkt *in,
 {
     struct usnic_live_pkt out;
 
-    if (in->to_key != m->key || !reply_allowed(m, now)) {
+    if (in->to_key != m->key) {
+        m->drops++;
+        return;
+    }
+    /* before the rate limit: forgeries must not use up the replies */
+    if (!usnic_sip_tag_equal(usnic_sip_tag_load(in->mac),
+                             live_probe_mac(&m->mac, in, from->sin_addr.s_addr, from->sin_port))) {
+        m->forged++;
+        m->drops++;
+        return;
+    }
+    if (!reply_allowed(m, now)) {
         m->drops++;
         return;
     }
@@ -213,12 +239,15 @@ static void drain(int mod, uint64_t now)
         socklen_t flen = sizeof(from);
         ssize_t r = recvfrom(m->fd, live.rxbuf, sizeof(live.rxbuf), MSG_DONTWAIT | MSG_TRUNC,
                              (struct sockaddr *) &from, &flen);
+        bool forged = false;
+
         if (r < 0) {
             return; /* EAGAIN: drained; anything else: try again at the next wake-up */
         }
         if (flen == sizeof(from) && AF_INET == from.sin_family &&
             (size_t) r <= sizeof(live.rxbuf) && (size_t) r != sizeof(pkt) &&
-            usnic_cc_make_pong(live.rxbuf, (size_t) r, m->key, &m->mac)) {
+            usnic_cc_make_pong(live.rxbuf, (size_t) r, m->key, &m->mac, from.sin_addr.s_addr,
+                               from.sin_port, &forged)) {
             /* a connectivity ping (btl_usnic_cc.h): back at the same size */
             if (reply_allowed(m, now) && sendto(m->fd, live.rxbuf, (size_t) r, MSG_DONTWAIT,
                                                 (struct sockaddr *) &from, sizeof(from)) == r) {
@@ -226,6 +255,13 @@ static void drain(int mod, uint64_t now)
             } else {
                 m->drops++;
             }
+            continue;
+        }
+        if (forged) {
+            pthread_mutex_lock(&live.lock);
+            m->forged++;
+            m->drops++;
+            pthread_mutex_unlock(&live.lock);
             continue;
         }
         if ((size_t) r == sizeof(pkt)) {
@@ -261,6 +297,7 @@ static void probe_round(void)
         w->prev_nonce = w->nonce;
         w->nonce = usnic_rand(&live.rng);
         live_pkt_fill(&out, USNIC_LIVE_PROBE, w->peer_key, m->key, w->nonce);
+        usnic_sip_tag_store(out.mac, live_probe_mac(&w->peer_mac, &out, m->ip, m->port));
         if (sendto(m->fd, &out, sizeof(out), MSG_DONTWAIT, (const struct sockaddr *) &w->to,
                    sizeof(w->to)) == (ssize_t) sizeof(out)) {
             m->probes_tx++;
@@ -551,9 +588,9 @@ void usnic_live_forget(mca_btl_base_endpoint_t *ep)
 }
 
 void usnic_live_counts(int index, uint64_t *probes_tx, uint64_t *replies_rx, uint64_t *replies_tx,
-                       uint64_t *drops)
+                       uint64_t *drops, uint64_t *forged)
 {
-    *probes_tx = *replies_rx = *replies_tx = *drops = 0;
+    *probes_tx = *replies_rx = *replies_tx = *drops = *forged = 0;
     if (index < 0 || index >= live.nmods) {
         return;
     }
@@ -562,5 +599,6 @@ void usnic_live_counts(int index, uint64_t *probes_tx, uint64_t *replies_rx, uin
     *replies_rx = live.mods[index].replies_rx;
     *replies_tx = live.mods[index].replies_tx;
     *drops = live.mods[index].drops;
+    *forged = live.mods[index].forged;
     pthread_mutex_unlock(&live.lock);
 }

@@ -23,16 +23,20 @@
  *    | to_key: the module it is for        |  8
  *    | from_key: the module that sent it   | 16
  *    | nonce: random per probe, echoed     | 24
- *    | mac: SipHash-2-4 over bytes 0..31   | 32
+ *    | mac: SipHash-2-4 (below)            | 32
  *    +-------------------------------------+ 40
  *
- * A reply's MAC is computed with the replying module's secret (known to
- * the job only, through the modex) and covers the probe's nonce, so a reply
- * can be neither forged nor replayed by someone who reads the traffic.
- * Probes carry no MAC the responder checks: answering one costs a datagram
- * of the same size (no amplification), replies are rate-limited, and a
- * reply tells nothing the traffic does not already show.  Everything that
- * fails a check is dropped and counted.
+ * Both MACs are computed with the secret of the module probed (known to
+ * the job only, through the modex).  A reply's covers bytes 0..31, the
+ * probe's nonce included, so a reply can be neither forged nor replayed by
+ * someone who reads the traffic.  A probe's covers bytes 0..31 and the
+ * address and port it was sent from (usnic_sip_request_mac, protocol
+ * version 9): the responder answers only a process that knows its secret,
+ * at the address that process sent from, so nobody can aim replies at a
+ * third party, not even with a replayed genuine probe.  Replies are
+ * rate-limited, and forgeries are refused before they count against that
+ * limit.  Everything that fails a check is dropped and counted (forgeries
+ * also as live_forged).
  */
 #ifndef BTL_USNIC_LIVE_H
 #define BTL_USNIC_LIVE_H
@@ -110,7 +114,7 @@ void usnic_live_forget(struct mca_btl_base_endpoint_t *ep);
 
 /* Counters of module index for its stats line. */
 void usnic_live_counts(int index, uint64_t *probes_tx, uint64_t *replies_rx, uint64_t *replies_tx,
-                       uint64_t *drops);
+                       uint64_t *drops, uint64_t *forged);
 
 END_C_DECLS
 

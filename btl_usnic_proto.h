@@ -124,8 +124,9 @@
 #include "btl_usnic_rel.h"
 #include "btl_usnic_seq.h"
 
-/* Bump on any change to this file's structs or their meaning. */
-#define USNIC_PROTO_VERSION 8
+/* Bump on any change to this file's structs or their meaning, or to the
+ * liveness packets' (btl_usnic_live.h; version 9: probes carry a MAC). */
+#define USNIC_PROTO_VERSION 9
 
 /* Packet types, from one list: name, value, description. */
 #define USNIC_PKT_TYPES(X)                                                                         \

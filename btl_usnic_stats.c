@@ -43,7 +43,7 @@ static void collect(usnic_module_t *module)
         }
     }
     usnic_live_counts(module->index, &s->live_probes, &s->live_replies, &s->live_answered,
-                      &s->live_drops);
+                      &s->live_drops, &s->live_forged);
     s->kernel_drops = 0;
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         s->kernel_drops += usnic_socket_drops(module->chan[c].sock_fd);

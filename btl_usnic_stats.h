@@ -64,6 +64,7 @@
     X(live_replies, "authenticated answers to our liveness probes")                                \
     X(live_answered, "liveness probes of peers answered (by the liveness thread)")                 \
     X(live_drops, "liveness datagrams dropped for failing validation or the rate limit")           \
+    X(live_forged, "liveness probes and pings dropped: their MAC does not name their source")      \
     X(mr_regs, "libfabric memory registrations of segment buffers (FI_MR_LOCAL)")                  \
     X(cq_errors, "libfabric completions that reported an error")                                   \
     X(link_events, "link down/up events of the provider")                                          \

@@ -378,3 +378,39 @@ nsbed_check_placement() {
     done
     pass "$name"
 }
+
+# nsbed_forge_start PORT MIN [-R ADDR]: the attacker test/mpi/cc_forge.c
+# on the head's bridge port PORT (vhN): forges a pong for every
+# connectivity ping above MIN bytes and, with -R, replays every ping and
+# liveness probe from ADDR (the head's NSB_HEAD_ADDR: a reflection victim
+# of the attacker's choice).  Builds it first; false (a FAIL line) if that
+# fails or it does not start.  Sets NSB_FORGE_PID and NSB_FORGE_OUT.
+nsbed_forge_start() {
+    local port=$1 min=$2 i
+    shift 2
+    build_tool cc_forge -I"$MT_SRC/../.." || return 1
+    NSB_FORGE_OUT=$TEST_TMP/logs/$MT_NAME.$$.forge
+    rm -f "$NSB_FORGE_OUT"
+    ip netns exec "$NSB_HEAD" "$BIN" -i "$port" -m "$min" -o "$NSB_FORGE_OUT" "$@" \
+        >"$NSB_FORGE_OUT.log" 2>&1 &
+    NSB_FORGE_PID=$!
+    for ((i = 0; i < 50; i++)); do
+        [ -f "$NSB_FORGE_OUT" ] && return 0
+        kill -0 "$NSB_FORGE_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    fail "cc_forge on $port" "did not start: $(tr '\n' ' ' <"$NSB_FORGE_OUT.log")"
+    return 1
+}
+
+# nsbed_forge_stop: ends it and sets NSB_FORGE_PINGS, _FORGED, _PROBES,
+# _REPLAYED, _REFLECTED from its last counts (empty if it never wrote any).
+nsbed_forge_stop() {
+    local k v
+    kill -TERM "$NSB_FORGE_PID" 2>/dev/null
+    wait "$NSB_FORGE_PID" 2>/dev/null
+    for k in pings forged probes replayed reflected; do
+        v=$(sed -n "s/.*\b$k=\([0-9]*\).*/\1/p" "$NSB_FORGE_OUT" 2>/dev/null)
+        printf -v "NSB_FORGE_${k^^}" '%s' "$v"
+    done
+}

@@ -145,7 +145,7 @@
 #define HDR_CHUNK 72
 #define HDR_PUT 88
 
-#define VERSION 8 /* protocol v8: allow, the receiver's allowance, beside the reserved byte */
+#define VERSION 9 /* v9: liveness probes carry a MAC; v8: allow, beside the reserved byte */
 #define T_ACK 1
 #define T_FRAG 2
 #define T_CHUNK 3

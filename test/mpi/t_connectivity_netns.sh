@@ -32,7 +32,10 @@
 #      bytes from h2's address: its pongs lack the MAC only the pinged
 #      process can make, so they are dropped and counted (cc_forged), the
 #      pair uses 1472 from the start, and the raise checks (every second)
-#      never grow it into the hole;
+#      never grow it into the hole; the same attacker replays every ping
+#      from the head's own address, and no responder echoes one there
+#      (the ping's MAC names its source): all refused and counted
+#      (live_forged);
 #   8. vh2 takes 8000 bytes, between two of the checker's rungs (8972 and
 #      4068): the check searches the gap and the pair uses 7972-byte
 #      datagrams (it used 4068), with its data intact.
@@ -239,25 +242,15 @@ else
 fi
 grep -m4 'checking whether\|pass again\|from now on' "$RUN_LOG" | sed 's/^/    /'
 
-# ---- 7. forged answers to the pings ----
+# ---- 7. forged answers to the pings, replays from elsewhere ----
 # (cc_forge takes the ping format from the component's header)
-if build_tool cc_forge -I"$MT_SRC/../.."; then
-    forge=$BIN
-    forge_out=$TEST_TMP/logs/$MT_NAME.$$.forge
-    rm -f "$forge_out"
-    cut_now
-    ip netns exec "$NSB_HEAD" "$forge" -i vh1 -m 1472 -o "$forge_out" >"$forge_out.log" 2>&1 &
-    forge_pid=$!
-    for ((i = 0; i < 50; i++)); do
-        [ -f "$forge_out" ] && break
-        sleep 0.1
-    done
+cut_now
+if nsbed_forge_start vh1 1472 -R "$NSB_HEAD_ADDR"; then
     EXTRA_MCA="--mca btl_usnic_connectivity_raise_after 1" nsbed_run_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i 40
     rc=$?
-    kill -TERM "$forge_pid" 2>/dev/null
-    wait "$forge_pid" 2>/dev/null
-    forged=$(sed -n 's/.*forged=\([0-9]*\).*/\1/p' "$forge_out" 2>/dev/null)
-    pings=$(sed -n 's/.*pings=\([0-9]*\).*/\1/p' "$forge_out" 2>/dev/null)
+    nsbed_forge_stop
+    forged=$NSB_FORGE_FORGED
+    pings=$NSB_FORGE_PINGS
     dropped=$(stat_sum "$RUN_LOG" cc_forged)
     grown=$(stat_sum "$RUN_LOG" path_grown)
     if check_run "connectivity netns: forged pongs, data intact" $rc 2 &&
@@ -267,7 +260,17 @@ if build_tool cc_forge -I"$MT_SRC/../.."; then
         pass "connectivity netns: forged pongs: $forged sent (of $pings pings seen), $dropped dropped for a wrong MAC (cc_forged), 1472 used, path_grown=0 with $(grep -c 'still vanish' "$RUN_LOG") raise checks that failed"
     else
         fail "connectivity netns: forged pongs" \
-            "rc=$rc; forged=${forged:-none} pings=${pings:-none} cc_forged=$dropped path_grown=$grown; a forged pong was taken, not counted, or the pair did not use 1472 ($(tr '\n' ' ' <"$forge_out.log"))" "$RUN_LOG"
+            "rc=$rc; forged=${forged:-none} pings=${pings:-none} cc_forged=$dropped path_grown=$grown; a forged pong was taken, not counted, or the pair did not use 1472 ($(tr '\n' ' ' <"$NSB_FORGE_OUT.log"))" "$RUN_LOG"
+    fi
+    # the same attacker replayed every ping from the head's address: the
+    # responders must not answer a source the ping's MAC does not name
+    refused=$(stat_sum "$RUN_LOG" live_forged)
+    if [ "${NSB_FORGE_REPLAYED:-0}" -ge 2 ] && [ "${NSB_FORGE_REFLECTED:-x}" = 0 ] &&
+        [ "$refused" -ge 2 ]; then
+        pass "connectivity netns: $NSB_FORGE_REPLAYED pings replayed from the head's address: 0 echoed there, $refused refused (live_forged)"
+    else
+        fail "connectivity netns: pings replayed from another address" \
+            "replayed=${NSB_FORGE_REPLAYED:-none} reflected=${NSB_FORGE_REFLECTED:-none} (want 0) live_forged=$refused (want >= 2)" "$RUN_LOG"
     fi
 fi
 path_whole "forged pongs"

@@ -6,7 +6,11 @@
 #      byte intact; rank 0's probes crossed the veths and were answered;
 #      neither rank takes the 12 s for a round trip (srtt_max_us < 1 s;
 #      a rank that checks 8 MiB before answering may add milliseconds; rank
-#      1 may measure nothing at all: 0).
+#      1 may measure nothing at all: 0).  Meanwhile an attacker on h1's
+#      bridge port (cc_forge.c) replays every probe (and connectivity ping)
+#      from the head's own address: h2's liveness thread answers none of
+#      them there (a probe's MAC names its source), counts them
+#      (live_forged), and still answers rank 0's own probes.
 #   2. the same, but once rank 1 is away, all UDP into h2 is dropped (an
 #      nft rule in h2: its usnic path is cut, ORTE's TCP still works): rank
 #      0 reports h2 unreachable within peer_timeout + 2 s of the cut (plus
@@ -33,8 +37,21 @@ hosts1=$(nsbed_hostfile 1)
 timeout_s=3
 
 # ---- 1. a busy rank on the other host lives ----
+forging=false
+nsbed_forge_start vh1 2147483647 -R "$NSB_HEAD_ADDR" && forging=true
 EXTRA_MCA="--mca btl_usnic_peer_timeout $timeout_s" nsbed_run_mpi "$hosts1" 2 "$stall" busy 12
 rc=$?
+if $forging; then
+    nsbed_forge_stop
+    refused=$(rank_stat "$RUN_LOG" 1 live_forged)
+    if [ "${NSB_FORGE_PROBES:-0}" -ge 2 ] && [ "${NSB_FORGE_REFLECTED:-x}" = 0 ] &&
+        [ "${refused:-0}" -ge $((NSB_FORGE_PROBES / 2)) ]; then
+        pass "liveness netns: $NSB_FORGE_PROBES probes (and $NSB_FORGE_PINGS pings) replayed from the head's address: 0 answered there, $refused refused by h2 (live_forged)"
+    else
+        fail "liveness netns: probes replayed from another address" \
+            "probes=${NSB_FORGE_PROBES:-none} replayed=${NSB_FORGE_REPLAYED:-none} reflected=${NSB_FORGE_REFLECTED:-none} (want 0) h2 live_forged=${refused:-none} (want >= probes / 2: the last replays may come after its count)" "$RUN_LOG"
+    fi
+fi
 replies=$(stat_sum "$RUN_LOG" live_replies)
 answered=$(stat_sum "$RUN_LOG" live_answered)
 if [ $rc -eq 0 ] && grep -q 'STALL: busy peer ok' "$RUN_LOG" && ! grep -q 'lost contact' "$RUN_LOG" &&

@@ -93,11 +93,14 @@ static void responder(void)
         struct sockaddr_in from;
         socklen_t fl = sizeof(from);
         ssize_t r = recvfrom(resp_fd, buf, sizeof(buf), 0, (struct sockaddr *) &from, &fl);
+        bool forged;
         int port, i;
 
         /* two "processes" of the peer host: keys KEY and KEY + 1 */
-        if (r < 0 || (!usnic_cc_make_pong(buf, (size_t) r, KEY, &s0) &&
-                      !usnic_cc_make_pong(buf, (size_t) r, KEY + 1, &s1))) {
+        if (r < 0 || (!usnic_cc_make_pong(buf, (size_t) r, KEY, &s0, from.sin_addr.s_addr,
+                                          from.sin_port, &forged) &&
+                      !usnic_cc_make_pong(buf, (size_t) r, KEY + 1, &s1, from.sin_addr.s_addr,
+                                          from.sin_port, &forged))) {
             continue;
         }
         sh->pings++;
@@ -757,40 +760,94 @@ static void t_nonsense_client(void)
           "%d failures", bad);
 }
 
+/* A ping as the agent sends it from ip:port to the module KEY (secret sec). */
+static void ping_fill(uint8_t *buf, size_t len, const struct usnic_sip_key *sec, uint32_t ip,
+                      uint16_t port)
+{
+    struct usnic_cc_ping *p = (struct usnic_cc_ping *) buf;
+
+    memset(buf, 0, len);
+    p->magic = USNIC_CC_MAGIC;
+    p->version = USNIC_CC_VERSION;
+    p->type = USNIC_CC_PING;
+    p->size = (uint32_t) len;
+    p->to_key = KEY;
+    usnic_sip_tag_store(p->mac, usnic_cc_ping_mac(sec, p, ip, port));
+}
+
 static void t_pong_validation(void)
 {
     _Alignas(struct usnic_cc_ping) uint8_t buf[1472];
     struct usnic_cc_ping *p = (struct usnic_cc_ping *) buf;
     const struct usnic_sip_key sec = secret_of(KEY, NULL), other = secret_of(KEY + 1, NULL);
+    const uint32_t ip = htonl(0x0a000101u), ip2 = htonl(0x0a000102u);
+    const uint16_t port = htons(40000);
     uint64_t tag;
-    bool all = true;
+    bool all = true, forged, named = true;
 
-    memset(buf, 0, sizeof(buf));
-    p->magic = USNIC_CC_MAGIC;
-    p->version = USNIC_CC_VERSION;
-    p->type = USNIC_CC_PING;
-    p->size = sizeof(buf);
-    p->to_key = KEY;
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY + 1, &sec); /* another module */
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf) - 1, KEY, &sec); /* truncated */
-    all = all && !usnic_cc_make_pong(buf, 39, KEY, &sec);              /* shorter than a header */
+    ping_fill(buf, sizeof(buf), &sec, ip, port);
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY + 1, &sec, ip, port, &forged) &&
+          !forged; /* another module */
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf) - 1, KEY, &sec, ip, port, &forged);
+    all = all && !usnic_cc_make_pong(buf, 39, KEY, &sec, ip, port, &forged); /* < a header */
     p->version = USNIC_CC_VERSION + 1;
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec);
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec, ip, port, &forged);
     p->version = USNIC_CC_VERSION;
     p->zero2 = 1;
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec);
+    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec, ip, port, &forged);
     p->zero2 = 0;
-    p->mac[7] = 1;
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec); /* a ping has no MAC */
-    p->mac[7] = 0;
-    all = all && usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec) && USNIC_CC_PONG == p->type;
-    all = all && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec); /* a pong is not echoed */
-    check(all, "pings with a wrong key, size, version, type or MAC field are not echoed",
-          "accepted one");
+    check(all, "pings with a wrong key, size, version or type are not echoed", "accepted one");
+
+    /* the MAC: a ping is echoed only with the MAC under the responder's
+     * secret that names the address and port it came from */
+    memset(p->mac, 0, sizeof(p->mac)); /* version 3's pings: no MAC */
+    named = named && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec, ip, port, &forged) && forged;
+    ping_fill(buf, sizeof(buf), &other, ip, port); /* another process's secret */
+    named = named && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec, ip, port, &forged) && forged;
+    ping_fill(buf, sizeof(buf), &sec, ip, port); /* replayed from elsewhere: */
+    named = named && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec, ip2, port, &forged) && forged;
+    named = named && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec, ip, htons(40001), &forged) &&
+            forged;
+    p->nonce ^= 1; /* the nonce is covered */
+    named = named && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec, ip, port, &forged) && forged;
+    p->nonce ^= 1;
+    named = named && usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec, ip, port, &forged) &&
+            !forged && USNIC_CC_PONG == p->type;
+    named = named && !usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec, ip, port, &forged) &&
+            !forged; /* a pong is not echoed */
+    check(named,
+          "a ping is echoed only with a MAC under the responder's secret naming its source "
+          "(none, another secret, another address or port, a changed nonce: refused as forged)",
+          "named=%d", (int) named);
+
+    /* the ping's MAC: SipHash-2-4 of its 32-byte header, then the source
+     * address and port; any bit of those 38 bytes changes it */
+    ping_fill(buf, sizeof(buf), &sec, ip, port);
+    tag = usnic_sip_tag_load(p->mac);
+    {
+        _Alignas(8) uint8_t in[40];
+        memcpy(in, buf, 32);
+        memcpy(in + 32, &ip, 4);
+        memcpy(in + 36, &port, 2);
+        all = tag == usnic_siphash24(&sec, in, 38);
+        for (int bit = 0; bit < 38 * 8 && all; bit++) {
+            uint32_t aip;
+            uint16_t aport;
+            in[bit / 8] ^= (uint8_t) (1u << (bit % 8));
+            memcpy(&aip, in + 32, 4);
+            memcpy(&aport, in + 36, 2);
+            all = usnic_cc_ping_mac(&sec, (const struct usnic_cc_ping *) in, aip, aport) != tag;
+            in[bit / 8] ^= (uint8_t) (1u << (bit % 8));
+        }
+    }
+    check(all, "a ping's MAC covers its 32-byte header and its source address and port",
+          "tag %016llx", (unsigned long long) tag);
+
     /* the pong's MAC: SipHash-2-4 under the responder's secret of the
      * header before it, little-endian; any bit of those 32 bytes changes it */
+    all = usnic_cc_make_pong(buf, sizeof(buf), KEY, &sec, ip, port, &forged);
     tag = usnic_sip_tag_load(p->mac);
-    all = tag == usnic_siphash24(&sec, buf, 32) && tag == usnic_cc_pong_mac(&sec, p) &&
+    all = all && tag == usnic_siphash24(&sec, buf, 32) && tag == usnic_cc_pong_mac(&sec, p) &&
           tag != usnic_cc_pong_mac(&other, p);
     for (int bit = 0; bit < 32 * 8 && all; bit++) {
         buf[bit / 8] ^= (uint8_t) (1u << (bit % 8));
