@@ -104,8 +104,9 @@ typedef struct usnic_channel {
     void *backend_priv;         /* the backend's own state of the channel */
     bool rx_streak;             /* libfabric: the last poll found something */
     /* kernel backend */
-    bool gso; /* UDP_SEGMENT trains allowed (cleared when refused) */
-    bool gro; /* UDP_GRO on: a receive may hold several datagrams */
+    bool gso;   /* UDP_SEGMENT trains allowed (cleared when refused) */
+    bool batch; /* sends may wait for the next ones of their burst (btl_usnic_tx_batch) */
+    bool gro;   /* UDP_GRO on: a receive may hold several datagrams */
     struct {
         struct usnic_seg *seg[USNIC_TRAIN_MAX];
         const struct mca_btl_base_endpoint_t *ep; /* their destination */
@@ -361,6 +362,7 @@ typedef struct usnic_params {
     int early_copy_max;    /* sends completed before their ACK, at most (bytes; 0 = never) */
     int train_copy;        /* trains of datagrams this small go as one buffer (0 = never) */
     int tx_coalesce;       /* bytes in flight from which short messages wait to share trains */
+    int tx_batch;          /* trains and datagrams to one socket per sendmmsg (1 = sendmsg each) */
     int mac_lanes;         /* header MACs of trains 8 at a time with AVX-512 where the CPU has it */
     int auth;              /* enum usnic_auth_mode: what the keyed MAC covers */
     int checksum;          /* 1: CRC32C over header and payload */

@@ -603,6 +603,13 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "after its sends, from the liveness thread within about a millisecond "
                   "(counters tx_held, tx_late; without the liveness thread, btl_usnic_liveness "
                   "0, never held); 0 = off, every message leaves when sent"),
+    TUNE_RANGE_OR("tx_batch", tx_batch, OPAL_INFO_LVL_5, 4, "1 (off)", 1, 1, 2, 16,
+                  "kernel backend: when a message takes several trains (or several datagrams "
+                  "too large for trains, as on loopback), up to this many go to the kernel in "
+                  "one sendmmsg instead of a sendmsg each, once the peer has at least 64 KiB "
+                  "in flight (before that each goes at once, so that the receiver can start): "
+                  "windows of 64 KiB-1 MiB messages 1.12-1.26x as fast, 1 MiB ping-pongs 6-19% "
+                  "faster (MTU 1500, MTU 9000, loopback); 1 = a sendmsg each"),
     TUNE_ONOFF("mac_lanes", mac_lanes, OPAL_INFO_LVL_5, 1,
                "kernel backend, auth header: compute the header MACs of a train's datagrams, and "
                "of a coalesced (UDP_GRO) or direct receive, eight at a time in the lanes of "

@@ -351,7 +351,8 @@ static int send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usni
  * batches and will end the batch itself. */
 static bool batch_begin(usnic_module_t *module)
 {
-    if (NULL == module->backend->train_add || !module->chan[USNIC_CHAN_DATA].gso ||
+    if (NULL == module->backend->train_add ||
+        !(module->chan[USNIC_CHAN_DATA].gso || module->chan[USNIC_CHAN_DATA].batch) ||
         module->batching) {
         return false;
     }

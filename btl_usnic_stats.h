@@ -72,6 +72,8 @@
     X(link_resends, "segments in flight resent at once around a link that went down")              \
     X(tx_connected, "kernel backend: sends on a socket connected to the peer (no route lookup)")   \
     X(trains_copied, "kernel backend: trains copied into one buffer (btl_usnic_train_copy)")       \
+    X(tx_batched,                                                                                  \
+      "kernel backend: trains and datagrams sent several at once (btl_usnic_tx_batch)")            \
     X(early_copies, "chunked sends completed before their ACK, their data copied from user "       \
                     "memory or already packed (btl_usnic_early_copy_max)")                         \
     X(macs_tx_lanes, "header MACs of sent trains computed 8 at a time (btl_usnic_mac_lanes)")      \

@@ -4,8 +4,9 @@
 # the pingpong program checking every byte (0 B .. 16 MiB+1):
 #   a. trains on: both ranks sent trains (gso_trains > 0), copied into one
 #      buffer for the kernel (trains_copied > 0: datagrams of at most
-#      btl_usnic_train_copy bytes), and received coalesced batches
-#      (gro_batches > 0)
+#      btl_usnic_train_copy bytes), several at once (tx_batched > 0: one
+#      sendmmsg for the trains of a large message, btl_usnic_tx_batch),
+#      and received coalesced batches (gro_batches > 0)
 #   b. 2% of arriving datagrams dropped by fault injection (after the GRO
 #      split, so trains lose datagrams in their middle): data intact,
 #      retransmissions, trains still sent
@@ -25,8 +26,10 @@
 #      next ones through the receive buffers
 #   h. loopback's own datagram size (65507 bytes: too large for trains or
 #      GRO): no trains, but chunks still received straight into their
-#      destination (rx_direct > 0), also with 2% drops, 1% duplicates and
-#      2% reordering injected; but 12 messages of 1 MiB (+ up to 4 KiB)
+#      destination (rx_direct > 0) and sent several per sendmmsg
+#      (tx_batched > 0), also with 2% drops, 1% duplicates and 2%
+#      reordering injected; with btl_usnic_tx_batch 1 one by one
+#      (tx_batched = 0); but 12 messages of 1 MiB (+ up to 4 KiB)
 #      each way at once, each into a target of its own (manymsgs -b): every
 #      PUT chunk copied past the caches from a receive buffer
 #      (rx_put_streamed > 0, rx_direct = 0: a cold target is filled faster
@@ -74,6 +77,7 @@ if check_run "gso: trains" $? 2 "$floor" && $kernel; then
     each_rank "gso: trains sent" gso_trains -gt 0
     each_rank "gso: trains copied into one buffer" trains_copied -gt 0
     each_rank "gso: coalesced receives" gro_batches -gt 0
+    each_rank "gso: trains sent several per system call" tx_batched -gt 0
     each_rank "gso: chunks taken on the predicted path" rx_predicted -gt 0
     each_rank "gso: PUT chunks received in place (direct receive)" rx_direct -gt 0
     if grep -qw avx512f /proc/cpuinfo && grep -qw avx512_vbmi2 /proc/cpuinfo; then
@@ -207,6 +211,11 @@ run_mpi 2 "$BIN"
 if check_run "gso: 65507-byte datagrams" $? 2 "$floor" && $kernel; then
     each_rank "gso: 65507-byte datagrams, no train" gso_trains -eq 0
     each_rank "gso: 65507-byte datagrams received in place (direct receive)" rx_direct -gt 0
+    each_rank "gso: 65507-byte datagrams sent several per system call" tx_batched -gt 0
+fi
+EXTRA_MCA="${EXTRA_MCA:-} --mca btl_usnic_tx_batch 1" run_mpi 2 "$BIN"
+if check_run "gso: 65507-byte datagrams, tx_batch 1" $? 2 "$floor" && $kernel; then
+    each_rank "gso: tx_batch 1, one datagram per system call" tx_batched -eq 0
 fi
 EXTRA_MCA="${EXTRA_MCA:-} --mca btl_usnic_debug_seed 11 --mca btl_usnic_debug_drop_rate 0.02
     --mca btl_usnic_debug_dup_rate 0.01 --mca btl_usnic_debug_reorder_rate 0.02" run_mpi 2 "$BIN"
@@ -214,6 +223,7 @@ if check_run "gso: 65507-byte datagrams, loss, duplicates, reordering" $? 2 "$fl
     usnic_mode; then
     each_rank "gso: 65507-byte datagrams under faults, dropped" inj_drop -gt 0
     each_rank "gso: 65507-byte datagrams under faults, resent" retrans -gt 0
+    $kernel && each_rank "gso: 65507-byte datagrams under faults, batched" tx_batched -gt 0
 fi
 
 EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"
