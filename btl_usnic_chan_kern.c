@@ -865,16 +865,15 @@ static bool icmp_error(int e)
     return ECONNREFUSED == e || EHOSTUNREACH == e || ENETUNREACH == e || EHOSTDOWN == e;
 }
 
-/* A msghdr for iov (n pieces) to ep's channel, with a UDP_SEGMENT of gso
- * bytes (0: none; its control message in ctrl): on ep's connected socket
- * where it has one, else from the channel's sending port, naming the
- * peer.  Returns the socket. */
+/* Does a send to ep's channel go out on ep's connected socket? */
 static bool send_connected(const usnic_module_t *module, const usnic_channel_t *chan,
                            const mca_btl_base_endpoint_t *ep)
 {
     return OPAL_LIKELY(ep->conn_fd[chan->id] >= 0 && ep->module == module);
 }
 
+/* The socket a send to ep's channel goes out on: ep's connected socket
+ * where it has one, else the channel's sending port. */
 static int send_fd(const usnic_module_t *module, const usnic_channel_t *chan,
                    const mca_btl_base_endpoint_t *ep)
 {
@@ -883,6 +882,9 @@ static int send_fd(const usnic_module_t *module, const usnic_channel_t *chan,
                                             : chan->sock_fd;
 }
 
+/* A msghdr for iov (n pieces) to ep's channel, with a UDP_SEGMENT of gso
+ * bytes (0: none; its control message in ctrl), naming the peer unless
+ * the socket is connected to it.  Returns the socket (send_fd). */
 static int send_msg(usnic_module_t *module, usnic_channel_t *chan,
                     const mca_btl_base_endpoint_t *ep, struct msghdr *mh, struct iovec *iov,
                     size_t n, uint16_t gso, kern_gso_ctrl *ctrl)
