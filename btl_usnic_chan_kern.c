@@ -1037,34 +1037,55 @@ static bool train_gather(usnic_module_t *module, usnic_channel_t *chan, int n, s
 /* Hand the train (n > 1 datagrams, UDP_SEGMENT on) to the kernel in one
  * sendmsg: its header MACs, then one copy or the pieces.  Writes nothing
  * of the module (the liveness thread sends a held train with it). */
-static void train_send(usnic_module_t *module, usnic_channel_t *chan, int n,
-                       struct kern_held_result *res)
+/* The channel's train of n sealed datagrams as an iovec for the kernel:
+ * one buffer copied together in stage slot slot (trains of more than one
+ * datagram, train_gather: *copied), or each datagram's pieces and
+ * padding.  Returns the pieces. */
+static size_t train_iov(usnic_module_t *module, usnic_channel_t *chan, int n, struct iovec *iov,
+                        int slot, bool *copied)
 {
-    struct iovec iov[3 * USNIC_TRAIN_MAX];
     size_t k = 0;
 
-    memset(res, 0, sizeof(*res));
-    res->lanes = usnic_train_seal(chan->train.ep, chan->train.seg, n);
-    if (train_gather(module, chan, n, iov, 0)) {
-        k = 1;
-        res->copied = true;
-    } else {
-        for (int i = 0; i < n; i++) {
-            k += seg_iov(chan->train.seg[i], &iov[k]);
-            if (0 != chan->train.pad[i]) {
-                iov[k].iov_base = kern_zeros;
-                iov[k++].iov_len = chan->train.pad[i];
-            }
+    *copied = n > 1 && train_gather(module, chan, n, iov, slot);
+    if (*copied) {
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        k += seg_iov(chan->train.seg[i], &iov[k]);
+        if (0 != chan->train.pad[i]) {
+            iov[k].iov_base = kern_zeros;
+            iov[k++].iov_len = chan->train.pad[i];
         }
     }
+    return k;
+}
+
+/* The sendmsg of a train (UDP_SEGMENT on) in mh, what it did into res. */
+static void train_sendmsg(int fd, const struct msghdr *mh, struct kern_held_result *res)
+{
     if (OPAL_UNLIKELY(mca_btl_usnic_component.params.debug_gso_refused)) {
         res->err = EIO; /* as a kernel or device without segmentation offload says */
-    } else if (send_iov(module, chan, chan->train.ep, iov, k, (uint16_t) chan->train.seg_len,
-                        &res->connected) >= 0) {
+    } else if (send_one(fd, mh, &res->connected) >= 0) {
         res->ok = true;
     } else {
         res->err = errno;
     }
+}
+
+static void train_send(usnic_module_t *module, usnic_channel_t *chan, int n,
+                       struct kern_held_result *res)
+{
+    struct iovec iov[3 * USNIC_TRAIN_MAX];
+    kern_gso_ctrl ctrl;
+    struct msghdr mh;
+    size_t k;
+    int fd;
+
+    memset(res, 0, sizeof(*res));
+    res->lanes = usnic_train_seal(chan->train.ep, chan->train.seg, n);
+    k = train_iov(module, chan, n, iov, 0, &res->copied);
+    fd = send_msg(module, chan, chan->train.ep, &mh, iov, k, (uint16_t) chan->train.seg_len, &ctrl);
+    train_sendmsg(fd, &mh, res);
 }
 
 /* After a train of n datagrams segs to ep left (tried: it was handed to
@@ -1166,13 +1187,7 @@ static void batch_send(usnic_module_t *module, usnic_channel_t *chan, struct ker
         } else if (0 == m->gso) {
             train_done(module, chan, m->ep, m->seg, 1, false, &res); /* a send of its own */
         } else {
-            if (OPAL_UNLIKELY(mca_btl_usnic_component.params.debug_gso_refused)) {
-                res.err = EIO; /* as a kernel or device without segmentation offload says */
-            } else if (send_one(b->fd, &b->mm[i].msg_hdr, &res.connected) >= 0) {
-                res.ok = true;
-            } else {
-                res.err = errno;
-            }
+            train_sendmsg(b->fd, &b->mm[i].msg_hdr, &res);
             train_done(module, chan, m->ep, m->seg, m->n, true, &res);
         }
     }
@@ -1186,7 +1201,7 @@ static void batch_push(usnic_module_t *module, usnic_channel_t *chan, struct ker
     const mca_btl_base_endpoint_t *ep = chan->train.ep;
     int n = chan->train.n, fd = send_fd(module, chan, ep);
     struct kern_msg *m;
-    size_t k = 0;
+    size_t k;
 
     if (0 != b->n && fd != b->fd) {
         batch_send(module, chan, b); /* one socket per sendmmsg */
@@ -1196,18 +1211,7 @@ static void batch_push(usnic_module_t *module, usnic_channel_t *chan, struct ker
     m->ep = ep;
     m->n = n;
     m->gso = (n > 1) ? (uint16_t) chan->train.seg_len : 0;
-    m->copied = n > 1 && train_gather(module, chan, n, m->iov, b->n);
-    if (m->copied) {
-        k = 1;
-    } else {
-        for (int i = 0; i < n; i++) {
-            k += seg_iov(chan->train.seg[i], &m->iov[k]);
-            if (0 != chan->train.pad[i]) {
-                m->iov[k].iov_base = kern_zeros;
-                m->iov[k++].iov_len = chan->train.pad[i];
-            }
-        }
-    }
+    k = train_iov(module, chan, n, m->iov, b->n, &m->copied);
     memcpy(m->seg, chan->train.seg, (size_t) n * sizeof(m->seg[0]));
     chan->train.n = 0;
     b->fd = send_msg(module, chan, ep, &b->mm[b->n].msg_hdr, m->iov, k, m->gso, &m->ctrl);
@@ -1270,8 +1274,8 @@ static void kern_train_hold(usnic_module_t *module, usnic_channel_t *chan)
 
     held_take(module, chan); /* (a send that added nothing leaves an earlier held train) */
     if (NULL != rx && NULL != rx->batch) {
-        batch_send(module, chan,
-                   rx->batch); /* older trains first; the thread sends only this one */
+        /* older trains first: the thread sends only the held one */
+        batch_send(module, chan, rx->batch);
     }
     if (NULL == rx || chan->train.n < 2 || !chan->gso || !usnic_live_flusher()) {
         kern_train_flush(module, chan);

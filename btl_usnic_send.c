@@ -250,18 +250,18 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
     }
 }
 
-/* The bytes ep may have in flight: our own limit, or less if the peer
- * asks for less (it shares its receive buffers among everyone sending to
- * it: allow_count), but never less than allow_floor.  While its
- * stream goes around a link that is down, it shares the other module's
- * receive buffers at the peer with that module's own stream, so it gets
- * half. */
 /* What the peer allows us in bytes (UINT64_MAX: no limit asked). */
 static inline uint64_t peer_allow(const mca_btl_base_endpoint_t *ep)
 {
     return (0 != ep->rel.tx.allow) ? (uint64_t) ep->rel.tx.allow << 10 : UINT64_MAX;
 }
 
+/* The bytes ep may have in flight: our own limit, or less if the peer
+ * asks for less (it shares its receive buffers among everyone sending to
+ * it: allow_count), but never less than allow_floor.  While its
+ * stream goes around a link that is down, it shares the other module's
+ * receive buffers at the peer with that module's own stream, so it gets
+ * half. */
 static inline uint64_t inflight_limit(const usnic_module_t *module,
                                       const mca_btl_base_endpoint_t *ep)
 {
