@@ -58,6 +58,10 @@ typedef struct usnic_backend {
      * to do) releases what peer_add set up, before the endpoint goes. */
     int (*peer_add)(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
     void (*peer_del)(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
+    /* What a peer gets at our first send to it rather than when it is
+     * added (ep->conn_due, set by peer_add; NULL where nothing is put
+     * off): called once, before that send. */
+    void (*peer_connect)(usnic_module_t *module, struct mca_btl_base_endpoint_t *ep);
     /* Does a datagram of size bytes reach our own data channel whole? */
     bool (*self_test)(usnic_module_t *module, uint32_t size);
     /* Optional (NULL: plain memory).  The memory pool the segment free

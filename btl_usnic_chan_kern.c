@@ -36,9 +36,10 @@
  * port of their own (chan->tx_fd, published as tx_port in the modex
  * record): up to btl_usnic_connect_peers peers get a socket per channel
  * that shares that port (SO_REUSEPORT) and is connected to the peer's
- * channel.  An unconnected send makes the kernel look up the route of
- * every datagram; a connected socket keeps it (docs/perf-kernel-backend.md,
- * session 12: 8-byte round trips 4-13% shorter at MTU 1500).  The receiving
+ * channel, at our first send to them (kern_peer_connect).  An
+ * unconnected send makes the kernel look up the route of every datagram;
+ * a connected socket keeps it (docs/perf-kernel-backend.md, session 12:
+ * 8-byte round trips 4-13% shorter at MTU 1500).  The receiving
  * socket cannot be connected instead: a socket connected to the peer's
  * port would take the peer's datagrams to that port away from it.  No
  * peer sends to a port we only send from, so these sockets drop whatever
@@ -869,7 +870,7 @@ static bool icmp_error(int e)
 static bool send_connected(const usnic_module_t *module, const usnic_channel_t *chan,
                            const mca_btl_base_endpoint_t *ep)
 {
-    return OPAL_LIKELY(ep->conn_fd[chan->id] >= 0 && ep->module == module);
+    return OPAL_LIKELY(ep->module == module && ep->conn_fd[chan->id] >= 0);
 }
 
 /* The socket a send to ep's channel goes out on: ep's connected socket
@@ -957,7 +958,7 @@ static int kern_send(usnic_module_t *module, usnic_channel_t *chan, usnic_seg_t 
     size_t n = seg_iov(seg, iov);
     ssize_t rc;
 
-    if (1 == n && ep->conn_fd[chan->id] >= 0 && ep->module == module) {
+    if (1 == n && send_connected(module, chan, ep)) {
         /* one contiguous datagram (ACKs, small messages): send, without
          * the msghdr and iovec the kernel would copy in first */
         rc = k_send(ep->conn_fd[chan->id], iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT);
@@ -1392,14 +1393,28 @@ static int kern_train_add(usnic_module_t *module, usnic_channel_t *chan, usnic_s
     return OPAL_SUCCESS;
 }
 
-/* ep->sin is all a send needs; up to btl_usnic_connect_peers peers also
- * get connected sockets (see the top of this file). */
+/* ep->sin is all a send needs.  Up to btl_usnic_connect_peers peers also
+ * get connected sockets (see the top of this file), but only at our first
+ * send to them (kern_peer_connect): opening one costs 40-80 us (the
+ * kernel allocates and compiles its socket filter), and much more when
+ * many processes do it at once.  Opened here for every peer, they were
+ * the largest part of usnic's extra time in an MPI_Init of 32 ranks
+ * (docs/perf-init.md, session 28), and most jobs talk to few of the peers
+ * they are given. */
 static int kern_peer_add(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
+{
+    (void) module;
+    ep->conn_due = true;
+    return OPAL_SUCCESS;
+}
+
+static void kern_peer_connect(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
 {
     int c, fd[USNIC_NUM_CHANNELS];
 
+    ep->conn_due = false;
     if (module->conn_peers >= mca_btl_usnic_component.params.connect_peers || module->conn_short) {
-        return OPAL_SUCCESS;
+        return;
     }
     for (c = 0; c < USNIC_NUM_CHANNELS; c++) {
         fd[c] = (module->chan[c].tx_fd >= 0) ? peer_socket(module, ep, c) : -1;
@@ -1418,13 +1433,13 @@ static int kern_peer_add(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
         while (c-- > 0) {
             close(fd[c]);
         }
-        return OPAL_SUCCESS;
+        return;
     }
     for (c = 0; c < USNIC_NUM_CHANNELS; c++) {
         ep->conn_fd[c] = fd[c];
     }
     module->conn_peers++;
-    return OPAL_SUCCESS;
+    module->stats.peers_connected++;
 }
 
 static void kern_peer_del(usnic_module_t *module, mca_btl_base_endpoint_t *ep)
@@ -1569,6 +1584,7 @@ const usnic_backend_t usnic_backend_kern = {
     .train_flush = kern_train_flush,
     .train_hold = kern_train_hold,
     .peer_add = kern_peer_add,
+    .peer_connect = kern_peer_connect,
     .peer_del = kern_peer_del,
     .self_test = kern_self_test,
 };

@@ -26,6 +26,7 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
     for (int c = 0; c < USNIC_NUM_CHANNELS; c++) {
         ep->conn_fd[c] = -1;
     }
+    ep->conn_due = false;
     ep->live_watched = false;
     ep->detour_until = 0;
     ep->ping_ts = 0;

@@ -30,6 +30,7 @@ struct mca_btl_base_endpoint_t {
     fi_addr_t addr[USNIC_NUM_CHANNELS];         /* libfabric: the peer's channels in our AV */
     struct sockaddr_in sin[USNIC_NUM_CHANNELS]; /* the peer's channels */
     int conn_fd[USNIC_NUM_CHANNELS];   /* kernel backend: our socket connected to each, -1: none */
+    bool conn_due;                     /* backend->peer_connect still to run (first send) */
     struct usnic_sip_key tx_mac_key;   /* MACs of our packets to the peer */
     struct usnic_sip_key rx_mac_key;   /* MACs of the peer's packets to us */
     struct usnic_sip_memo tx_mac_memo; /* the MAC input's first words, sending */

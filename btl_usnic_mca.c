@@ -445,9 +445,10 @@ static const usnic_tunable_t usnic_tunables[] = {
                "datagram by datagram"),
     TUNE_RANGE("connect_peers", connect_peers, OPAL_INFO_LVL_5, 256, 0, 65536,
                "kernel backend: give up to this many peers a socket of their own per channel, "
-               "connected to them, so that the kernel looks up their route once instead of at "
-               "every send (0 = all sends from one socket per channel; each peer costs two file "
-               "descriptors; fewer are used when the process runs short of them)"),
+               "connected to them at our first send to each, so that the kernel looks up their "
+               "route once instead of at every send (0 = all sends from one socket per channel; "
+               "each peer costs two file descriptors; fewer are used when the process runs short "
+               "of them)"),
     TUNE_ONOFF("in_place", in_place, OPAL_INFO_LVL_5, 1,
                "kernel backend: a fragment whose chunks (up to 16) all arrive in order within one "
                "batch of receives is handed to the PML as pieces of the receive buffers, without "

@@ -19,8 +19,21 @@ int usnic_reasm_table_init(struct usnic_reasm_table *t, uint32_t nslots,
     t->chunk = 0;
     t->waited = 0;
     memset(&t->defer, 0, sizeof(t->defer));
-    t->slots = calloc(t->nslots, sizeof(*t->slots));
-    return (NULL == t->slots) ? -1 : 0;
+    t->slots = NULL; /* at the first fragment that needs one (table_ready) */
+    return 0;
+}
+
+/* The slots, allocated when the first fragment needs one: most peers'
+ * fragments arrive whole and in turn and never do, and a table cleared at
+ * once for every peer (256 slots of 112 bytes by default) was most of an
+ * endpoint's start-up cost (docs/perf-init.md, session 28).  Until then
+ * every slot reads as free. */
+static bool table_ready(struct usnic_reasm_table *t)
+{
+    if (NULL == t->slots) {
+        t->slots = calloc(t->nslots, sizeof(*t->slots));
+    }
+    return NULL != t->slots;
 }
 
 void usnic_reasm_table_fini(struct usnic_reasm_table *t)
@@ -54,6 +67,9 @@ enum usnic_drop_reason usnic_reasm_check(const struct usnic_reasm_table *t, uint
     if ((uint32_t) ahead >= t->nslots) {
         return USNIC_DROP_REASSEMBLY;
     }
+    if (NULL == t->slots) {
+        return USNIC_PKT_OK; /* (every slot free) */
+    }
     r = slot_of(t, msg_id);
     if (USNIC_REASM_FREE == r->state) {
         return USNIC_PKT_OK;
@@ -72,8 +88,12 @@ enum usnic_drop_reason usnic_reasm_check(const struct usnic_reasm_table *t, uint
 static struct usnic_reasm *slot_open(struct usnic_reasm_table *t, uint32_t msg_id, uint64_t len,
                                      uint8_t tag)
 {
-    struct usnic_reasm *r = slot_of(t, msg_id);
+    struct usnic_reasm *r;
 
+    if (!table_ready(t)) {
+        return NULL;
+    }
+    r = slot_of(t, msg_id);
     r->buf = t->alloc->get(t->alloc->ctx, len, msg_id == t->next, &r->handle);
     if (NULL == r->buf) {
         return NULL;
@@ -121,12 +141,16 @@ enum usnic_drop_reason usnic_reasm_add_defer(struct usnic_reasm_table *t, uint32
                                              uint32_t len, uint8_t tag, bool defer,
                                              bool *deferred_now)
 {
-    struct usnic_reasm *r = slot_of(t, msg_id);
+    struct usnic_reasm *r;
     uint64_t idx = 0;
     bool track = false, piece = false, joins = false;
     struct usnic_reasm_piece *last = NULL; /* the deferred fragment's last piece */
 
     *deferred_now = false;
+    if (!table_ready(t)) {
+        return USNIC_DROP_REASSEMBLY;
+    }
+    r = slot_of(t, msg_id);
     if (0 != t->chunk) {
         if (0 != offset % t->chunk || len > t->chunk ||
             (len != t->chunk && offset + len != msg_len)) {
@@ -206,8 +230,8 @@ uint8_t *usnic_reasm_dest(const struct usnic_reasm_table *t, uint32_t msg_id, ui
 {
     const struct usnic_reasm *r;
 
-    if ((uint32_t) usnic_seq_diff(msg_id, t->next) >= t->nslots) {
-        return NULL; /* handed over already, or too far ahead */
+    if ((uint32_t) usnic_seq_diff(msg_id, t->next) >= t->nslots || NULL == t->slots) {
+        return NULL; /* handed over already, or too far ahead, or nothing held */
     }
     r = slot_of(t, msg_id);
     /* (not a deferred fragment: its first bytes are not in its buffer yet) */
@@ -238,8 +262,12 @@ enum usnic_drop_reason usnic_reasm_hold(struct usnic_reasm_table *t, uint32_t ms
 
 struct usnic_reasm *usnic_reasm_pop(struct usnic_reasm_table *t)
 {
-    struct usnic_reasm *r = slot_of(t, t->next);
+    struct usnic_reasm *r;
 
+    if (NULL == t->slots) {
+        return NULL;
+    }
+    r = slot_of(t, t->next);
     if (USNIC_REASM_COMPLETE != r->state || r->msg_id != t->next) {
         return NULL;
     }

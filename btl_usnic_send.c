@@ -176,6 +176,9 @@ static int post(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_seg_t
     if (OPAL_UNLIKELY(chan->tx_credits <= 0)) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
+    if (OPAL_UNLIKELY(ep->conn_due) && ep->module == module) {
+        module->backend->peer_connect(module, ep); /* our first send to it */
+    }
     ((struct usnic_pkt_hdr *) seg->buf)->lane = (uint8_t) cid;
     /* (padding is for a train to decide, copy by copy) */
     ((struct usnic_pkt_hdr *) seg->buf)->flags &=

@@ -71,6 +71,7 @@
     X(detours, "datagrams sent through another module while a link was down")                      \
     X(link_resends, "segments in flight resent at once around a link that went down")              \
     X(tx_connected, "kernel backend: sends on a socket connected to the peer (no route lookup)")   \
+    X(peers_connected, "kernel backend: peers given connected sockets, at our first send to each") \
     X(trains_copied, "kernel backend: trains copied into one buffer (btl_usnic_train_copy)")       \
     X(tx_batched,                                                                                  \
       "kernel backend: trains and datagrams sent several at once (btl_usnic_tx_batch)")            \

@@ -13,6 +13,12 @@
 #      why, the data still arrive (tx_connected = 0)
 #   d. 2% of arriving datagrams dropped, 1% duplicated, 2% reordered, with
 #      1472-byte datagrams: data intact, resends, on connected sockets
+#   e. sockets are connected at the first send to a peer, not when it is
+#      added: 4 ranks, pairs (0,1) and (2,3) exchange data, then a linear
+#      reduce and a linear barrier (everyone with rank 0): ranks 1 and 2
+#      never send to each other, nor do 1 and 3, so rank 0 connects to 3
+#      peers, rank 1 to 1, ranks 2 and 3 to 2 each: 8 in all, where
+#      connecting every peer that is added makes 12 (peers_connected)
 # t_hostile attacks the same ports: its spoofed datagrams carry the
 # sending ports, and its capture reads the job's datagrams from them.
 # Over another backend (run-all.sh's libfabric udp pass) only the data
@@ -63,5 +69,16 @@ EXTRA_MCA="${EXTRA_MCA:-} --mca btl_usnic_udp_datagram_size -1 --mca btl_usnic_d
 if check_run "peersock: faults" $? 2 "$floor" && usnic_mode; then
     each_rank "peersock: faults, resent" retrans -gt 0
     $kernel && each_rank "peersock: faults, sent on connected sockets" tx_connected -gt 0
+fi
+
+EXTRA_MCA="${EXTRA_MCA:-} --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_reduce_algorithm 1 \
+--mca coll_tuned_barrier_algorithm 1" run_mpi 4 "$BIN" -m 65536
+if check_run "peersock: 4 ranks, linear collectives" $? 4 && $kernel; then
+    got=$(grep '\[usnic stats\]' "$RUN_LOG" | sed -n 's/.* peers_connected=\([0-9]*\).*/\1/p' | sort -n | tr '\n' ' ')
+    if [ "$got" = "1 2 2 3 " ]; then
+        pass "peersock: sockets connected at the first send only (peers_connected per rank: $got)"
+    else
+        fail "peersock: connected at the first send" "peers_connected per rank '$got', want '1 2 2 3'" "$RUN_LOG"
+    fi
 fi
 finish

@@ -1045,6 +1045,12 @@ static void test_reasm_check(void)
     check_seed = 0;
     memset(data, 1, sizeof(data));
     usnic_reasm_table_init(&t, 4, &alloc, 10); /* fragments 10..13 may arrive */
+    /* no slots until a fragment needs one: every slot reads as free */
+    check(NULL == t.slots && NULL == usnic_reasm_pop(&t) &&
+              NULL == usnic_reasm_dest(&t, 10, 5000) &&
+              USNIC_PKT_OK == usnic_reasm_check(&t, 11, 5000, 7, false) && NULL == t.slots,
+          "reasm/slots_allocated_when_first_needed", "slots %p before any fragment",
+          (void *) t.slots);
     check(USNIC_PKT_OK == usnic_reasm_check(&t, 10, 5000, 7, false) &&
               USNIC_PKT_OK == usnic_reasm_check(&t, 13, 5000, 7, false) &&
               USNIC_PKT_OK == usnic_reasm_check(&t, 13, 50, 7, true),
@@ -1058,6 +1064,8 @@ static void test_reasm_check(void)
               USNIC_DROP_CHUNK_RANGE == usnic_reasm_check(&t, 10 + 0x80000000u, 50, 7, true),
           "reasm/check_before_next_is_chunk_range", "accepted");
     r = usnic_reasm_add(&t, 10, 5000, 0, data, 1400, 7); /* slot 2 */
+    check(NULL != t.slots && USNIC_REASM_PARTIAL == t.slots[2].state,
+          "reasm/slots_allocated_at_first_fragment", "slots %p", (void *) t.slots);
     ok = USNIC_PKT_OK == r && NULL == usnic_reasm_pop(&t);
     check(ok && USNIC_PKT_OK == usnic_reasm_check(&t, 10, 5000, 7, false),
           "reasm/check_same_fragment_ok", "r=%s", usnic_drop_reason_name(r));

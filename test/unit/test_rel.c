@@ -2676,7 +2676,8 @@ static void test_reasm_slot_spacing(void)
     rc = sim_run(&s, 5000 * MS);
     sim_summary(&s, sum, sizeof(sum));
     if (0 != rc) {
-        const struct usnic_reasm *slot0 = &s.ep[1].reasm.slots[0];
+        static const struct usnic_reasm none; /* (no slots allocated: all free) */
+        const struct usnic_reasm *slot0 = s.ep[1].reasm.slots ? &s.ep[1].reasm.slots[0] : &none;
         snprintf(state, sizeof(state),
                  "A->B stalled: A window [%u, %u], B refused %" PRIu64
                  " chunks as REASSEMBLY, slot 0 held by msg_id %u (%" PRIu64 "/%" PRIu64 " bytes)",
