@@ -1035,9 +1035,6 @@ static bool train_gather(usnic_module_t *module, usnic_channel_t *chan, int n, s
     return true;
 }
 
-/* Hand the train (n > 1 datagrams, UDP_SEGMENT on) to the kernel in one
- * sendmsg: its header MACs, then one copy or the pieces.  Writes nothing
- * of the module (the liveness thread sends a held train with it). */
 /* The channel's train of n sealed datagrams as an iovec for the kernel:
  * one buffer copied together in stage slot slot (trains of more than one
  * datagram, train_gather: *copied), or each datagram's pieces and
@@ -1073,6 +1070,9 @@ static void train_sendmsg(int fd, const struct msghdr *mh, struct kern_held_resu
     }
 }
 
+/* Hand the train (n > 1 datagrams, UDP_SEGMENT on) to the kernel in one
+ * sendmsg: its header MACs, then one copy or the pieces.  Writes nothing
+ * of the module (the liveness thread sends a held train with it). */
 static void train_send(usnic_module_t *module, usnic_channel_t *chan, int n,
                        struct kern_held_result *res)
 {
