@@ -197,10 +197,17 @@ void usnic_module_set_sizes(usnic_module_t *module, uint32_t data_mtu)
         module->send_window = (uint32_t) p->send_window;
     } else {
         /* enough datagrams for what may be in flight, so small datagrams
-         * (MTU 1500) fill the path as large ones do */
+         * (MTU 1500) fill the path as large ones do; but no more than a
+         * SACK can describe (1024 segments beyond the edge).  Wider windows
+         * (btl_usnic_max_inflight 4 MiB at MTU 1500 made 2048, half the
+         * receive window) collapsed an incast of 8 senders on 2 CPUs
+         * (namespace hosts, 4 MiB socket buffers) to 1-12 MB/s in 7 of 13
+         * runs, senders living on tail probes for a minute, against
+         * 250-360 MB/s in 9 of 9 at 1024 (docs/perf-incast.md, session 29). */
         uint64_t bytes = (p->max_inflight > 0) ? (uint64_t) p->max_inflight : 1024 * 1024;
         uint32_t w = 64;
-        while ((uint64_t) w * data_mtu < bytes && w < (uint32_t) p->recv_window / 2) {
+        while ((uint64_t) w * data_mtu < bytes && w < (uint32_t) p->recv_window / 2 &&
+               w < USNIC_REL_SACK_REACH) {
             w *= 2;
         }
         module->send_window = w;
@@ -408,6 +415,9 @@ usnic_module_t *usnic_module_commit(usnic_module_t *module)
                       ? (module->chan[USNIC_CHAN_DATA].gro ? " (UDP_SEGMENT trains, UDP_GRO)"
                                                            : " (UDP_SEGMENT trains)")
                       : (module->chan[USNIC_CHAN_DATA].gro ? " (UDP_GRO)" : ""));
+    USNIC_VERBOSE(10, "%s: send window %u segments per peer (btl_usnic_send_window %d)",
+                  module->ifname, module->send_window,
+                  mca_btl_usnic_component.params.send_window);
     if (0 != module->chan[USNIC_CHAN_DATA].tx_addr.sin_port) {
         USNIC_VERBOSE(5, "device %s sends from ports %u/%u (sockets connected to up to %d peers)",
                       module->ifname, ntohs(module->chan[USNIC_CHAN_PRIO].tx_addr.sin_port),

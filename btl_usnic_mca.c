@@ -421,7 +421,9 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "Segments that may be unacknowledged per peer before the sender waits (rounded "
                   "up to a power of two); 0 = automatic: enough data-channel datagrams for "
                   "btl_usnic_max_inflight bytes (1 MiB: 64 datagrams of 64 KiB on loopback, "
-                  "1024 of 1472 bytes at MTU 1500), at least 64, at most btl_usnic_recv_window"),
+                  "1024 of 1472 bytes at MTU 1500), at least 64, at most btl_usnic_recv_window "
+                  "and 1024 (what one selective ACK describes; wider windows recover slowly "
+                  "from bursts of losses)"),
     TUNE_RANGE("recv_window", recv_window, OPAL_INFO_LVL_6, 4096, 1, USNIC_COUNT_MAX,
                "Receive window per peer in segments (rounded up to a power of two; must be at "
                "least the peers' send window)"),

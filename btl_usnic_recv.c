@@ -443,6 +443,11 @@ static void allow_epoch_end(usnic_module_t *module, uint64_t now)
         module->allow.drops = drops;
         module->stats.allow_cuts++;
     }
+    USNIC_VERBOSE(40,
+                  "%s: sharing epoch %u: %u senders (%u the epoch before), %s, budget "
+                  "now %" PRIu64 " KiB",
+                  module->ifname, module->allow.epoch, module->allow.cur, module->allow.prev,
+                  dropped ? "the buffer overflowed" : "no overflow", module->allow.budget >> 10);
     module->allow.prev = quiet ? 0 : module->allow.cur;
     module->allow.cur = 0;
     module->allow.epoch++;

@@ -102,6 +102,9 @@
  * segments beyond them, of which the ACK says nothing. */
 #define USNIC_REL_SACK_WORD_BITS 64
 #define USNIC_REL_SACK_WORDS_MAX 16
+/* Segments a SACK can describe beyond the cumulative edge (ack + 2 ..
+ * ack + 1 + this): the widest automatic send window. */
+#define USNIC_REL_SACK_REACH (USNIC_REL_SACK_WORDS_MAX * (unsigned) USNIC_REL_SACK_WORD_BITS)
 
 /* Embedded in the transport's send segment. */
 struct usnic_rel_seg {
