@@ -416,8 +416,7 @@ usnic_module_t *usnic_module_commit(usnic_module_t *module)
                                                            : " (UDP_SEGMENT trains)")
                       : (module->chan[USNIC_CHAN_DATA].gro ? " (UDP_GRO)" : ""));
     USNIC_VERBOSE(10, "%s: send window %u segments per peer (btl_usnic_send_window %d)",
-                  module->ifname, module->send_window,
-                  mca_btl_usnic_component.params.send_window);
+                  module->ifname, module->send_window, mca_btl_usnic_component.params.send_window);
     if (0 != module->chan[USNIC_CHAN_DATA].tx_addr.sin_port) {
         USNIC_VERBOSE(5, "device %s sends from ports %u/%u (sockets connected to up to %d peers)",
                       module->ifname, ntohs(module->chan[USNIC_CHAN_PRIO].tx_addr.sin_port),
