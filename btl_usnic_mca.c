@@ -563,7 +563,7 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "Less data in flight keeps the receiver's queue in its CPU cache: 1 MiB made 1 "
                   "MiB transfers over loopback 12% faster than 2 MiB"),
     TUNE_RANGE_OR(
-        "udp_sockbuf", udp_sockbuf, OPAL_INFO_LVL_5, 4 * 1024 * 1024, "0 (the system default)", 0,
+        "udp_sockbuf", udp_sockbuf, OPAL_INFO_LVL_5, 16 * 1024 * 1024, "0 (the system default)", 0,
         0, 1, USNIC_SOCKBUF_MAX,
         "udp provider and kernel backend: bytes of kernel send and receive buffer to request for each "
         "socket (larger buffers absorb bursts without loss; 0 = keep the system "

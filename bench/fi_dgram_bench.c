@@ -1308,7 +1308,7 @@ static void usage(int code)
             "             as the usnic BTL does over udp; -R N keeps all N posted)\n"
             "  -W depth   tx slots / outstanding sends (default 256)\n"
             "  -I         never use fi_inject (always fi_send + tx completion)\n"
-            "  -B bytes   kernel socket buffer size to request (default 4194304, as the\n"
+            "  -B bytes   kernel socket buffer size to request (default 16777216, as the\n"
             "             usnic BTL's btl_usnic_udp_sockbuf; 0 = system default)\n"
             "  -x         strict: refuse datagrams above advertised max_msg_size\n"
             "  -h         also print a human-readable table ('#' lines)\n"
@@ -1333,7 +1333,7 @@ int main(int argc, char **argv)
     o.rx_depth = 512;
     o.tx_depth = 256;
     o.dsizes[0] = 1472;
-    o.sockbuf = 4 * 1024 * 1024;
+    o.sockbuf = 16 * 1024 * 1024;
     o.ndsizes = 1;
     o.nbsizes = parse_list("8,64,256,1024", o.bsizes, MAX_SIZES, "-b");
     o.ctl_port = CTL_PORT_DEFAULT;
