@@ -1946,10 +1946,10 @@ struct drop_bursts {
 static int drop_bursts_filter(struct sim *s, int from, const uint8_t *pkt, size_t len, void *arg)
 {
     struct drop_bursts *d = arg;
+    const struct usnic_rel_seg *seg;
     struct usnic_pkt_hdr h;
     uint32_t off;
 
-    (void) s;
     if (SIM_A != from || len < sizeof(h)) {
         return 0;
     }
@@ -1961,12 +1961,9 @@ static int drop_bursts_filter(struct sim *s, int from, const uint8_t *pkt, size_
     if (off >= d->until || off % d->period >= d->len) {
         return 0;
     }
-    /* first copies only: a resend of it passes */
-    {
-        const struct usnic_rel_seg *seg = usnic_rel_tx_at(&s->ep[SIM_A].rel, h.seq);
-        if (NULL != seg && seg->sends > 1) {
-            return 0;
-        }
+    seg = usnic_rel_tx_at(&s->ep[SIM_A].rel, h.seq);
+    if (NULL != seg && seg->sends > 1) {
+        return 0; /* first copies only: a resend of it passes */
     }
     d->dropped++;
     return 1;
