@@ -473,8 +473,10 @@ static const usnic_tunable_t usnic_tunables[] = {
                "kernel backend: while a large message (a PUT, or a fragment sent in chunks) "
                "arrives in order, receive its next datagrams' payloads straight into the target "
                "or reassembly buffer, so the receiving host copies the data once less (1 = on, "
-               "0 = every datagram into a receive buffer first); needs btl_usnic_gso, and is not "
-               "used where btl_usnic_checksum or btl_usnic_auth full covers the payload"),
+               "0 = every datagram into a receive buffer first); only for datagrams that carry "
+               "at least 4 KiB (MTU 9000, loopback: with smaller ones the scattered receive costs "
+               "more than the copy); needs btl_usnic_gso, and is not used where "
+               "btl_usnic_checksum or btl_usnic_auth full covers the payload"),
     TUNE_ONOFF("tlp", tlp, OPAL_INFO_LVL_5, 1,
                "Tail-loss probes (1 = on, 0 = off): when no ACK came two round trips after the "
                "last segment sent to a peer, resend that segment and ask for an immediate ACK, "
@@ -580,7 +582,9 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "Emulated PUTs of at least this many bytes are copied into the target buffer "
                   "with non-temporal stores, past the CPU caches (faster for large transfers the "
                   "receiver does not read at once), unless the same buffer was the target of one "
-                  "of the last 4 such PUTs (likely cached, e.g. a ping-pong's); 0 = never"),
+                  "of the last 4 such PUTs (likely cached, e.g. a ping-pong's) or the PUT's "
+                  "datagrams carry less than 4 KiB each (MTU 1500: a fence per datagram costs "
+                  "more than the caches win); 0 = never"),
     TUNE_RANGE_OR("early_copy_max", early_copy_max, OPAL_INFO_LVL_5, 128 * 1024, "0 (never)", 0, 0,
                   1, INT_MAX,
                   "kernel backend: a message sent from the user's memory (no copy) completes "

@@ -283,21 +283,23 @@ static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool 
  * cache and non-temporal stores from it beat that: 1 MiB streams into 64
  * distinct targets on loopback 5.4-5.9 against 4.3-4.8 GB/s, between two
  * hosts at MTU 9000 1.01-1.27x, median 1.14 (docs/perf-kernel-backend.md,
- * session 17).  With 1472-byte datagrams the in-place receive stays ahead
- * (streams 0.90x, median, without it).
+ * session 17).
  *
- * With chunks smaller than USNIC_DIRECT_CHUNK_MIN it is the other way
- * round for a PUT into a target that was one of the last few (a
- * ping-pong's buffer, likely cached): it goes through the receive buffers
- * and a cached copy, since the scattered receive of 1472-byte datagrams
- * costs the kernel more than that copy (phase A/B at MTU 1500: 1 MiB
- * ping-pongs 3.8% and 4 MiB 1.4% faster; docs/perf-kernel-backend.md,
- * session 19).  Into fresh memory the in-place receive stays.
+ * Chunks smaller than USNIC_DIRECT_CHUNK_MIN (MTU 1500's) go through the
+ * receive buffers and an ordinary copy, into a PUT's target too, neither
+ * in place nor past the caches: the scattered receive costs the kernel
+ * more per datagram than the copy does, and streaming stores need a fence
+ * per chunk.  Between the namespace hosts at MTU 1500 (session 30,
+ * interleaved runs of windows of 64 messages): 512 KiB PUTs 3000-3150
+ * MB/s as before, 4000-4100 so; 1 MiB 3560-3600 and 4050-4120; 2 MiB
+ * 3680 and 4030-4130; ping-pongs of 512 KiB-4 MiB unchanged (sessions 17
+ * and 19 had the in-place receive ahead into fresh memory on another
+ * machine).
  */
 #define USNIC_DIRECT_CHUNK_MIN 4096
 
 static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
-                         const struct usnic_pkt_view *v, bool streamed, bool reused)
+                         const struct usnic_pkt_view *v, bool streamed)
 {
     struct usnic_direct *d = &module->direct;
     const struct usnic_pkt_hdr *h = v->hdr;
@@ -313,8 +315,7 @@ static void direct_track(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
         return;
     }
     if (0 == off && end < v->chunk->msg_len && ep->module == module && !ep->dead &&
-        (NULL != v->put ? (v->payload_len >= USNIC_DIRECT_CHUNK_MIN ? !streamed : !reused)
-                        : v->payload_len >= USNIC_DIRECT_CHUNK_MIN) &&
+        v->payload_len >= USNIC_DIRECT_CHUNK_MIN && (NULL == v->put || !streamed) &&
         h->seq == ep->rel.rx.expected &&
         usnic_seq_diff(ep->rel.rx.expected, ep->rel.rx.highest) == 1) {
         d->ep = ep;
@@ -344,7 +345,7 @@ static void rx_chunk_added(void *t, void *ep, const struct usnic_pkt_view *v)
             module->stats.rx_direct++;
         }
     }
-    direct_track(module, e, v, false, false);
+    direct_track(module, e, v, false);
 }
 
 static void rx_put_write(void *t, void *ep, uint8_t *dest, const struct usnic_pkt_view *v)
@@ -354,19 +355,21 @@ static void rx_put_write(void *t, void *ep, uint8_t *dest, const struct usnic_pk
 
     if (dest == v->payload) {
         module->stats.rx_direct++; /* the kernel received it in place */
-        direct_track(module, ep, v, false, false);
+        direct_track(module, ep, v, false);
         return;
     }
     reused = put_target_reused(module, dest - v->chunk->offset, 0 == v->chunk->offset);
-    stream =
-        v->chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min && !reused;
+    /* (small chunks, MTU 1500's: a fence per 1416 bytes costs more than
+     * the caches win; see USNIC_DIRECT_CHUNK_MIN) */
+    stream = v->chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min &&
+             !reused && v->payload_len >= USNIC_DIRECT_CHUNK_MIN;
     if (stream) {
         copy_stream(dest, v->payload, v->payload_len);
         module->stats.rx_put_streamed++;
     } else {
         memcpy(dest, v->payload, v->payload_len);
     }
-    direct_track(module, ep, v, stream, reused);
+    direct_track(module, ep, v, stream);
 }
 
 static void rx_acked(void *t, void *ep, int released)

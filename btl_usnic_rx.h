@@ -274,6 +274,13 @@ static inline enum usnic_drop_reason usnic_rx_put_chunk(const struct usnic_rx_op
     return why;
 }
 
+/* The same PUT target (two compares: a call to memcmp for 16 bytes cost
+ * the receiver of an MTU 1500 stream 9% of its time, per datagram) */
+static inline bool usnic_rx_put_same(const struct usnic_put_hdr *a, const struct usnic_put_hdr *b)
+{
+    return a->reg_key == b->reg_key && a->reg_offset == b->reg_offset;
+}
+
 /* A chunk that follows the predicted one in every respect
  * (struct usnic_rx_predict)? */
 static inline bool usnic_rx_predicted(const struct usnic_rx_predict *pr, const uint8_t *buf,
@@ -289,7 +296,8 @@ static inline bool usnic_rx_predicted(const struct usnic_rx_predict *pr, const u
         h->seq != pr->hdr.seq + 1u || h->msg_id != pr->hdr.msg_id || h->lane != pr->hdr.lane ||
         0 != h->reserved || ch->msg_len != pr->msg_len || ch->offset != pr->next_off ||
         ch->offset + h->payload_len >= ch->msg_len ||
-        (USNIC_PKT_PUT == h->type && 0 != memcmp(ch + 1, &pr->put, sizeof(pr->put)))) {
+        (USNIC_PKT_PUT == h->type &&
+         !usnic_rx_put_same((const struct usnic_put_hdr *) (ch + 1), &pr->put))) {
         return false;
     }
     if (h->seq != rel->rx.expected || usnic_seq_diff(rel->rx.expected, rel->rx.highest) != 1) {

@@ -10,9 +10,13 @@
 #   b. 2% of arriving datagrams dropped by fault injection (after the GRO
 #      split, so trains lose datagrams in their middle): data intact,
 #      retransmissions, trains still sent
+#      The chunks of 1472-byte datagrams, PUTs' too, all go through the
+#      receive buffers and an ordinary copy (rx_direct = 0,
+#      rx_put_streamed = 0: neither in place nor past the caches)
 #   c. the kernel refusing UDP_SEGMENT (btl_usnic_debug_gso_refused 1, as
 #      EIO from a kernel or device without it): the verbose note says so,
-#      no train is sent, the data arrive datagram by datagram
+#      no train is sent, the data arrive datagram by datagram (8972-byte
+#      ones: their PUT chunks still received in place)
 #   d. btl_usnic_gso 0: no trains, no GRO batches; with btl_usnic_rx_predict
 #      0 no chunk predicted (a. and b. predict chunks from the one before:
 #      rx_predicted > 0, as does f.'s run with the MACs checked one by one)
@@ -21,9 +25,8 @@
 #      the scattered receive costs more than it saves there), with
 #      8972-byte ones straight into the reassembly buffer (rx_direct > 0)
 #   g. messages up to 512 KiB + 1: the largest go by rendezvous and PUT;
-#      a 1 MiB ping-pong with 1472-byte datagrams: only the first PUT into
-#      a target is received in place, the reused (cached) target gets the
-#      next ones through the receive buffers
+#      a 1 MiB ping-pong with 1472-byte datagrams: no PUT chunk received
+#      in place or copied past the caches
 #   h. loopback's own datagram size (65507 bytes: too large for trains or
 #      GRO): no trains, but chunks still received straight into their
 #      destination (rx_direct > 0) and sent several per sendmmsg
@@ -47,8 +50,9 @@
 #      0: macs_tx_lanes = macs_rx_lanes = 0; chunks still predicted, checked
 #      on f.'s fault-free fragments); in a., where the CPU has
 #      AVX-512 (and VBMI2), the MACs of trains and coalesced receives are computed 8 at
-#      a time (macs_tx_lanes > 0, macs_rx_lanes > 0), those of PUT chunks
-#      received in place too (macs_rx_lanes >= rx_direct), elsewhere never
+#      a time (macs_tx_lanes > 0, macs_rx_lanes > 0), in f.'s 8972-byte run
+#      those of chunks received in place too (macs_rx_lanes >= rx_direct),
+#      elsewhere never
 #   j. btl_usnic_tx_coalesce (65536 by default): trains left open for the
 #      next messages while 64 KiB or more are unacknowledged (tx_held > 0
 #      on both ranks; with btl_usnic_tx_coalesce 0 never: tx_held = 0 in
@@ -57,8 +61,9 @@
 #      burst of 12 x 16 KiB (burst.c): its held train is sent by the
 #      liveness thread (tx_late > 0), the receiver has every message within
 #      500 ms; with btl_usnic_liveness 0 nothing is held (tx_held = 0)
-#   e. btl_usnic_direct_recv 0: trains, but no chunk received straight
-#      into its target (a., c. and f. receive them so: rx_direct > 0; b.'s
+#   e. btl_usnic_direct_recv 0, 8972-byte datagrams: trains, but no chunk
+#      received straight into its target (c. and f. receive them so with
+#      the same datagrams: rx_direct > 0; b.'s
 #      injected faults take the whole-datagram path; t_hostile and
 #      t_multihost run direct receives under attack and real loss)
 # Over another backend (run-all.sh's libfabric udp pass) only the data
@@ -69,6 +74,7 @@
 build_prog pingpong || finish
 floor=$((4 * $(pingpong_size_sum $((16 * 1024 * 1024 + 1)))))
 small="--mca btl_usnic_udp_datagram_size -1"
+mid="--mca btl_usnic_udp_datagram_size 8972"
 kernel=false
 usnic_mode && [ "$(usnic_backend)" = kernel ] && kernel=true
 
@@ -79,23 +85,11 @@ if check_run "gso: trains" $? 2 "$floor" && $kernel; then
     each_rank "gso: coalesced receives" gro_batches -gt 0
     each_rank "gso: trains sent several per system call" tx_batched -gt 0
     each_rank "gso: chunks taken on the predicted path" rx_predicted -gt 0
-    each_rank "gso: PUT chunks received in place (direct receive)" rx_direct -gt 0
+    each_rank "gso: 1400-byte chunks, PUTs' too, not received in place" rx_direct -eq 0
+    each_rank "gso: 1400-byte PUT chunks not copied past the caches" rx_put_streamed -eq 0
     if grep -qw avx512f /proc/cpuinfo && grep -qw avx512_vbmi2 /proc/cpuinfo; then
         each_rank "gso: header MACs of trains computed 8 at a time" macs_tx_lanes -gt 0
         each_rank "gso: header MACs of coalesced receives computed 8 at a time" macs_rx_lanes -gt 0
-        # a PUT's chunks received in place too: their headers' MACs
-        # together, as a coalesced receive's (far more of them than of
-        # any other datagram here, 16 MiB messages)
-        for r in 0 1; do
-            lanes=$(rank_stat "$RUN_LOG" $r macs_rx_lanes)
-            direct=$(rank_stat "$RUN_LOG" $r rx_direct)
-            if [ "$lanes" -ge "$direct" ]; then
-                pass "gso: rank $r: MACs of chunks received in place computed 8 at a time ($lanes >= rx_direct $direct)"
-            else
-                fail "gso: rank $r: MACs of chunks received in place" \
-                    "macs_rx_lanes=$lanes < rx_direct=$direct" "$RUN_LOG"
-            fi
-        done
     else
         each_rank "gso: no AVX-512, header MACs one by one" macs_tx_lanes -eq 0
     fi
@@ -110,7 +104,7 @@ if check_run "gso: 2% loss inside trains" $? 2 "$floor" && usnic_mode; then
     $kernel && each_rank "gso: 2% loss, chunks predicted" rx_predicted -gt 0
 fi
 
-EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_debug_gso_refused 1 --mca btl_base_verbose 5" \
+EXTRA_MCA="${EXTRA_MCA:-} $mid --mca btl_usnic_debug_gso_refused 1 --mca btl_base_verbose 5" \
     run_mpi 2 "$BIN"
 if check_run "gso: refused by the kernel" $? 2 "$floor" && $kernel; then
     each_rank "gso: refused, no train sent" gso_trains -eq 0
@@ -160,10 +154,23 @@ if fragments_run "gso: fragments up to 256 KiB + 1" "$small"; then
     each_rank "gso: 1400-byte chunks not received in place" rx_direct -eq 0
     each_rank "gso: 1400-byte chunks, coalesced receives" gro_batches -gt 0
 fi
-mid="--mca btl_usnic_udp_datagram_size 8972"
 if fragments_run "gso: fragments up to 256 KiB + 1, 8972-byte datagrams" "$mid"; then
     each_rank "gso: 8972-byte datagrams, trains sent" gso_trains -gt 0
     each_rank "gso: 8900-byte chunks received in place (direct receive)" rx_direct -gt 0
+    if grep -qw avx512f /proc/cpuinfo && grep -qw avx512_vbmi2 /proc/cpuinfo; then
+        # the chunks received in place: their headers' MACs together, as
+        # a coalesced receive's
+        for r in 0 1; do
+            lanes=$(rank_stat "$RUN_LOG" $r macs_rx_lanes)
+            direct=$(rank_stat "$RUN_LOG" $r rx_direct)
+            if [ "$lanes" -ge "$direct" ]; then
+                pass "gso: rank $r: MACs of chunks received in place computed 8 at a time ($lanes >= rx_direct $direct)"
+            else
+                fail "gso: rank $r: MACs of chunks received in place" \
+                    "macs_rx_lanes=$lanes < rx_direct=$direct" "$RUN_LOG"
+            fi
+        done
+    fi
 fi
 
 # the header MACs checked one by one (no lanes) still let chunks take the
@@ -182,28 +189,17 @@ if check_run "gso: up to 512 KiB + 1" $? 2 "$gfloor"; then
     each_rank "gso: 512 KiB messages by PUT" puts -gt 0
 fi
 
-# g2. a ping-pong of 1 MiB +/- 1 by PUT, 1472-byte datagrams: the first PUT
-#    into a receive buffer is received in place; the next ones into the
-#    same, now cached, target go through the receive buffers and a cached
-#    copy (rx_direct stays below what one in three PUTs would bring; every
-#    PUT in place, as before session 19, makes it about one per PUT)
+# g2. a ping-pong of 1 MiB +/- 1 by PUT, 1472-byte datagrams: every chunk
+#    through the receive buffers and an ordinary copy, the first PUT into a
+#    target (fresh memory) too: neither in place nor past the caches (a
+#    fence per 1416 bytes; session 30: windows of 1 MiB PUTs 1.16x the
+#    bandwidth of either)
 EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -n 1048575 -m 1048577 -i 4
 if check_run "gso: 1 MiB ping-pong by PUT" $? 2 $((4 * 3 * 1048576)) && $kernel; then
-    each_rank "gso: 1 MiB ping-pong, first PUT into a target received in place" rx_direct -gt 0
-    for r in 0 1; do
-        direct=$(rank_stat "$RUN_LOG" $r rx_direct)
-        peer_puts=$(rank_stat "$RUN_LOG" $((1 - r)) puts)
-        # (a 1 MiB PUT is about 760 datagrams of 1472 bytes)
-        if [ "${peer_puts:-0}" -lt 9 ]; then
-            fail "gso: rank $r: reused PUT targets not received in place" \
-                "only ${peer_puts:-0} PUTs from the peer" "$RUN_LOG"
-        elif [ "$((direct * 3))" -lt "$((peer_puts * 760))" ]; then
-            pass "gso: rank $r: reused PUT targets not received in place ($direct of $peer_puts PUTs' datagrams)"
-        else
-            fail "gso: rank $r: reused PUT targets not received in place" \
-                "rx_direct=$direct for $peer_puts PUTs" "$RUN_LOG"
-        fi
-    done
+    each_rank "gso: 1 MiB ping-pong, PUTs from the peer" puts -gt 8
+    each_rank "gso: 1 MiB PUTs of 1472-byte datagrams not received in place" rx_direct -eq 0
+    each_rank "gso: 1 MiB PUTs of 1472-byte datagrams not copied past the caches" \
+        rx_put_streamed -eq 0
 fi
 
 # h. the default datagram size: 65507 bytes on loopback
@@ -226,7 +222,7 @@ if check_run "gso: 65507-byte datagrams, loss, duplicates, reordering" $? 2 "$fl
     $kernel && each_rank "gso: 65507-byte datagrams under faults, batched" tx_batched -gt 0
 fi
 
-EXTRA_MCA="${EXTRA_MCA:-} $small --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"
+EXTRA_MCA="${EXTRA_MCA:-} $mid --mca btl_usnic_direct_recv 0" run_mpi 2 "$BIN"
 if check_run "gso: direct receive off" $? 2 "$floor" && $kernel; then
     each_rank "gso: direct receive off, trains still sent" gso_trains -gt 0
     each_rank "gso: direct receive off, nothing received in place" rx_direct -eq 0

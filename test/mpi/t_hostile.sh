@@ -19,11 +19,12 @@
 #                                          auth none by design (README.txt,
 #                                          threat model) and are not run
 #   auth header, 1472-byte datagrams       the blind scenarios, kernel
-#                                          backend only: PUT chunks received
+#                                          backend only: chunks taken on the
+#                                          predicted path (rx_predicted > 0),
+#                                          none received in place
+#   auth header, 8972-byte datagrams       the same: PUT chunks received
 #                                          straight into their targets
-#                                          (direct receive), at least one,
-#                                          and chunks taken on the predicted
-#                                          path (rx_predicted > 0)
+#                                          (direct receive), at least one
 # Checks, per configuration:
 #   - the job exits 0 with "OK hostile_job rounds=N": every byte of every
 #     message arrived intact; usnic carried at least the job's BYTES
@@ -406,18 +407,19 @@ hostile_run "hostile auth=header" "all"
 [ "$(usnic_backend)" = kernel ] && assert_direct_receive "hostile auth=header"
 hostile_run "hostile auth=full checksum=1" "-a full all" --mca btl_usnic_auth full --mca btl_usnic_checksum 1
 hostile_run "hostile auth=none (blind)" "-b blind" --mca btl_usnic_auth none
-# The kernel backend with 1472-byte datagrams: the job's PUTs arrive in
-# trains that it receives straight into their targets (direct receive),
-# while the attacker's datagrams land among them.  Blind scenarios only:
-# on lo the on-path attacker would capture whole UDP_SEGMENT trains (one
-# 64 KB packet each) and replay them as single datagrams, which the
-# receiver rightly drops for their length, not for the reasons hostile.c
-# predicts for captured datagrams.
+# The kernel backend with 1472-byte datagrams: the job's chunks arrive in
+# trains and take the predicted path, through the receive buffers (PUTs'
+# too: direct receive is for chunks of 4 KiB and more), while the
+# attacker's datagrams land among them; with 8972-byte datagrams its PUTs
+# are received straight into their targets (direct receive) under the
+# same attack.  Blind scenarios only: on lo the on-path attacker would
+# capture whole UDP_SEGMENT trains (one 64 KB packet each) and replay them
+# as single datagrams, which the receiver rightly drops for their length,
+# not for the reasons hostile.c predicts for captured datagrams.
 if [ "$(usnic_backend)" = kernel ]; then
-    name="hostile auth=header, 1472-byte datagrams (direct receive)"
+    name="hostile auth=header, 1472-byte datagrams"
     hostile_run "$name" "-b blind" --mca btl_usnic_udp_datagram_size -1
-    assert_direct_receive "$name"
-    # and most of them on the predicted path (btl_usnic_rx_predict), the
+    # most chunks on the predicted path (btl_usnic_rx_predict), the
     # attack's datagrams among them: the drop reasons above are the full
     # path's, counted as predicted
     pred=$(stat_sum "$RUN_LOG" rx_predicted)
@@ -426,5 +428,9 @@ if [ "$(usnic_backend)" = kernel ]; then
     else
         fail "$name: predicted path" "rx_predicted=${pred:-missing}" "$RUN_LOG"
     fi
+    each_rank "$name: chunks through the receive buffers" rx_direct -eq 0
+    name="hostile auth=header, 8972-byte datagrams (direct receive)"
+    hostile_run "$name" "-b blind" --mca btl_usnic_udp_datagram_size 8972
+    assert_direct_receive "$name"
 fi
 finish
