@@ -221,11 +221,14 @@ typedef struct usnic_module {
     mca_btl_base_module_error_cb_fn_t error_cb;
     usnic_fault_t fault;
     usnic_module_stats_t stats;
-    uint64_t stream_copy_min; /* btl_usnic_stream_copy_min (0 = never) */
-    uint64_t early_copy_max;  /* btl_usnic_early_copy_max (0 = never) */
-    uint32_t train_copy;      /* btl_usnic_train_copy (0 = never) */
-    uint64_t tx_coalesce;     /* btl_usnic_tx_coalesce (0 = off) */
-    bool mac_lanes;           /* header MACs of a train, or of a GRO receive, computed together */
+    uint64_t stream_copy_min;  /* btl_usnic_stream_copy_min (0 = never) */
+    uint64_t early_copy_max;   /* btl_usnic_early_copy_max (0 = never) */
+    uint32_t train_copy;       /* btl_usnic_train_copy (0 = never) */
+    uint64_t tx_coalesce;      /* btl_usnic_tx_coalesce (0 = off) */
+    uint64_t yield_blocked;    /* btl_usnic_yield_blocked (us; 0 = never) */
+    uint64_t tx_blocked_since; /* when a send first found a window full, since the last send went
+                                  (0: none) */
+    bool mac_lanes;            /* header MACs of a train, or of a GRO receive, computed together */
     struct {
         const uint8_t *dest; /* target of one of the last PUTs */
         bool reused;         /* it had been a target before: copy through the cache */
@@ -363,6 +366,8 @@ typedef struct usnic_params {
     int train_copy;        /* trains of datagrams this small go as one buffer (0 = never) */
     int tx_coalesce;       /* bytes in flight from which short messages wait to share trains */
     int tx_batch;          /* trains and datagrams to one socket per sendmmsg (1 = sendmsg each) */
+    int yield_blocked;     /* us a send may wait for a peer's window before progress yields */
+    int yield_idle;        /* idle progress yields: -1 more local ranks than CPUs, 0 no, 1 yes */
     int mac_lanes;         /* header MACs of trains 8 at a time with AVX-512 where the CPU has it */
     int auth;              /* enum usnic_auth_mode: what the keyed MAC covers */
     int checksum;          /* 1: CRC32C over header and payload */
@@ -390,6 +395,7 @@ typedef struct usnic_component {
     opal_recursive_mutex_t lock;   /* taken only when MPI threads are in use */
     struct usnic_reg_table regs;   /* registrations for emulated PUT */
     bool use_threads;
+    bool yield_idle; /* progress that found nothing gives the CPU away (btl_usnic_yield_idle) */
 } usnic_component_t;
 
 OPAL_MODULE_DECLSPEC extern usnic_component_t mca_btl_usnic_component;
@@ -428,6 +434,8 @@ void usnic_module_teardown(usnic_module_t *module);
 
 /* btl_usnic_hwloc.c: raise the btl_latency of devices farther from our binding */
 void usnic_numa_apply(void);
+/* btl_usnic_hwloc.c: the CPUs this host lets the job use (hwloc's allowed set) */
+unsigned usnic_host_cpus(void);
 
 /* btl_usnic_module.c */
 int usnic_module_finalize(struct mca_btl_base_module_t *btl);

@@ -301,6 +301,20 @@ static void apply(hwloc_topology_t topo, const struct hwloc_distances_s *dist,
     hwloc_bitmap_free(mine);
 }
 
+unsigned usnic_host_cpus(void)
+{
+    long n;
+
+    if (OPAL_SUCCESS == opal_hwloc_base_get_topology() && NULL != opal_hwloc_topology) {
+        int w = hwloc_bitmap_weight(hwloc_topology_get_allowed_cpuset(opal_hwloc_topology));
+        if (w > 0) {
+            return (unsigned) w;
+        }
+    }
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    return (n > 0) ? (unsigned) n : 1u;
+}
+
 void usnic_numa_apply(void)
 {
     usnic_component_t *c = &mca_btl_usnic_component;

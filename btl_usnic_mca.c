@@ -585,6 +585,20 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "of the last 4 such PUTs (likely cached, e.g. a ping-pong's) or the PUT's "
                   "datagrams carry less than 4 KiB each (MTU 1500: a fence per datagram costs "
                   "more than the caches win); 0 = never"),
+    TUNE_RANGE_OR("yield_blocked", yield_blocked, OPAL_INFO_LVL_5, 200, "0 (never)", 0, 0, 1,
+                  USNIC_USEC_MAX,
+                  "Microseconds a send may wait for a peer's window or allowance (its ACKs) before "
+                  "every progress call that finds nothing to do gives the CPU away (sched_yield) "
+                  "until a send goes again: where ranks share CPUs, the receivers they wait for "
+                  "get to run (8 senders into one rank, 9 ranks on 2 CPUs: several times the "
+                  "bandwidth); on a CPU of its own the call returns at once; 0 = never"),
+    TUNE_RANGE("yield_idle", yield_idle, OPAL_INFO_LVL_5, -1, -1, 1,
+               "Progress calls that find nothing to do give the CPU away (sched_yield): -1 = "
+               "where this host runs more of the job's ranks than the CPUs it lets the job use "
+               "(hwloc's allowed set, whatever the hostfile's slots say), 1 = always, 0 = never.  "
+               "Senders that spin while they wait for a receiver sharing their CPUs take its "
+               "time (8 senders into one rank, 9 ranks on 2 CPUs: 5-6 times the bandwidth "
+               "yielding).  Not where Open MPI yields anyway (mpi_yield_when_idle)"),
     TUNE_RANGE_OR("early_copy_max", early_copy_max, OPAL_INFO_LVL_5, 128 * 1024, "0 (never)", 0, 0,
                   1, INT_MAX,
                   "kernel backend: a message sent from the user's memory (no copy) completes "

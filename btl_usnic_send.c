@@ -235,6 +235,7 @@ static void transmit_new(usnic_module_t *module, mca_btl_base_endpoint_t *ep, us
         ep->last_progress_us = now; /* fresh: the app may have been away for long */
     }
     usnic_path_raise_due(ep, now);
+    module->tx_blocked_since = 0;  /* a send goes: not waiting (module_progress) */
     seg->rel.lane = (uint8_t) cid; /* each channel is one UDP socket: in order */
     hdr->seq = usnic_rel_tx_push(&ep->rel, &seg->rel);
     seg->refs++; /* the window's reference, dropped when acked */
@@ -286,6 +287,9 @@ static inline bool can_send(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
 
     if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel) || ep->inflight_bytes >= limit)) {
         module->stats.window_full++;
+        if (0 == module->tx_blocked_since) {
+            module->tx_blocked_since = usnic_module_now(module);
+        }
         if (ep->inflight_bytes >= limit && peer_allow(ep) < ep->inflight_limit) {
             module->stats.allow_full++;
         }

@@ -53,6 +53,11 @@
     X(allow_full, "times a peer's allowance kept a datagram back: it shares its receive buffer "   \
                   "among everyone sending to it, and gave us less than our own limit "             \
                   "(btl_usnic_rx_share)")                                                          \
+    X(tx_yields, "progress calls that gave the CPU away (sched_yield) while sends waited for a "   \
+                 "peer's window or allowance longer than btl_usnic_yield_blocked")                 \
+    X(idle_yields,                                                                                 \
+      "progress calls that found nothing and gave the CPU away (btl_usnic_yield_idle: "            \
+      "more of the job's ranks on this host than CPUs)")                                           \
     X(allow_cuts, "epochs after which the receive buffer's shared budget was halved: the kernel "  \
                   "had dropped datagrams for a full buffer (btl_usnic_rx_share)")                  \
     X(rx_senders_max, "the most peers that sent us data within one epoch (50-100 ms), among "      \
