@@ -396,6 +396,7 @@ typedef struct usnic_component {
     struct usnic_reg_table regs;   /* registrations for emulated PUT */
     bool use_threads;
     bool yield_idle; /* progress that found nothing gives the CPU away (btl_usnic_yield_idle) */
+    bool mpi_yields; /* Open MPI's mpi_yield_when_idle is on: it yields, we do not */
 } usnic_component_t;
 
 OPAL_MODULE_DECLSPEC extern usnic_component_t mca_btl_usnic_component;

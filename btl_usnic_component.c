@@ -535,7 +535,17 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
     usnic_numa_apply();
     {
         unsigned cpus = usnic_host_cpus(), ranks = (unsigned) opal_process_info.num_local_peers + 1;
+        const bool *mpi_yields = NULL;
+        int idx = -1;
         c->yield_idle = (1 == p->yield_idle) || (-1 == p->yield_idle && ranks > cpus);
+        /* Open MPI's own setting takes effect only at the end of MPI_Init:
+         * where it yields, ours stays off from the start */
+        if (OPAL_SUCCESS == mca_base_var_find_by_name("mpi_yield_when_idle", &idx) &&
+            OPAL_SUCCESS == mca_base_var_get_value(idx, (void *) &mpi_yields, NULL, NULL) &&
+            NULL != mpi_yields && *mpi_yields) {
+            c->mpi_yields = true;
+            c->yield_idle = false;
+        }
         USNIC_VERBOSE(10,
                       "%u of the job's ranks on this host, %u CPUs: idle progress %s "
                       "(btl_usnic_yield_idle %d)",
@@ -645,7 +655,7 @@ static void yield_if_blocked(usnic_module_t *module, uint64_t now, int count)
         module->tx_blocked_since = 0; /* nothing waits any more (a dead peer's sends) */
         return;
     }
-    if (0 == count && !opal_progress_yield_when_idle &&
+    if (0 == count && !opal_progress_yield_when_idle && !mca_btl_usnic_component.mpi_yields &&
         (mca_btl_usnic_component.yield_idle ||
          (0 != module->yield_blocked && now - module->tx_blocked_since >= module->yield_blocked))) {
         module->stats.tx_yields++;

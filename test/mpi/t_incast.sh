@@ -16,6 +16,13 @@
 #   4. across 3 network-namespace hosts at MTU 1500 (rank 0 alone on h1, 4
 #      senders on h2 and h3): data intact, rank 0 counted 4 senders, the
 #      allowance held them back
+#   5. (run before 4.) yielding the CPU, with Open MPI's own
+#      mpi_yield_when_idle 0: btl_usnic_yield_idle -1 decides from the
+#      ranks on this host and its CPUs (verbose 10, every rank); 1 yields
+#      (idle_yields > 0), but not under mpi_yield_when_idle 1 (nor
+#      tx_yields); btl_usnic_yield_blocked 1 us with yield_idle 0: senders
+#      waiting for their allowance yield (tx_yields > 0, idle_yields = 0);
+#      both 0: no yield at all
 # INCAST_SEED (default: from the clock, printed) chooses the sizes.
 TEST_TIMEOUT=${TEST_TIMEOUT:-120}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
@@ -88,6 +95,62 @@ if [ "$r" -gt 0 ]; then
     pass "incast under faults: $r datagrams resent, allowance waits $(stat_sum "$RUN_LOG" allow_full)"
 else
     fail "incast under faults: resends" "retrans $r" "$RUN_LOG"
+fi
+
+# ---- 5. giving the CPU away where ranks share CPUs (btl_usnic_yield_idle,
+# btl_usnic_yield_blocked).  Open MPI's own mpi_yield_when_idle is set to 0
+# here (mpirun would turn it on for this oversubscribed job, and then usnic
+# leaves the yielding to it).
+cpus=$(nproc)
+want=spins
+[ 6 -gt "$cpus" ] && want="yields the CPU"
+EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca mpi_yield_when_idle 0 --mca btl_base_verbose 10" \
+    run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
+check_run "incast: yield_idle automatic, data intact" $? 6
+lines=$(grep -c "6 of the job's ranks on this host, [0-9]* CPUs: idle progress $want (btl_usnic_yield_idle -1)" "$RUN_LOG")
+if [ "$lines" -ge 6 ]; then
+    pass "incast: every rank saw 6 ranks on this host ($cpus CPUs here) and so $want"
+else
+    fail "incast: yield_idle -1 decided from ranks and CPUs" "want '$want' from 6 ranks, $lines lines" "$RUN_LOG"
+fi
+EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 1" \
+    run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
+check_run "incast: yield_idle 1, data intact" $? 6
+y=$(stat_sum "$RUN_LOG" idle_yields)
+if [ "$y" -gt 0 ]; then
+    pass "incast: yield_idle 1: idle progress gave the CPU away $y times"
+else
+    fail "incast: yield_idle 1 yields" "idle_yields $y" "$RUN_LOG"
+fi
+EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca mpi_yield_when_idle 1 --mca btl_usnic_yield_idle 1" \
+    run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
+check_run "incast: yield_idle 1 under mpi_yield_when_idle 1, data intact" $? 6
+y=$(stat_sum "$RUN_LOG" idle_yields)
+t=$(stat_sum "$RUN_LOG" tx_yields)
+if [ "$y" = 0 ] && [ "$t" = 0 ]; then
+    pass "incast: mpi_yield_when_idle 1: Open MPI yields, usnic does not yield again"
+else
+    fail "incast: no second yield under mpi_yield_when_idle" "idle_yields $y, tx_yields $t" "$RUN_LOG"
+fi
+EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 0 --mca btl_usnic_yield_blocked 1" \
+    run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
+check_run "incast: yield_blocked 1 us, data intact" $? 6
+y=$(stat_sum "$RUN_LOG" idle_yields)
+t=$(stat_sum "$RUN_LOG" tx_yields)
+if [ "$y" = 0 ] && [ "$t" -gt 0 ]; then
+    pass "incast: yield_blocked 1 us: senders waiting for their allowance yielded $t times, never idle otherwise"
+else
+    fail "incast: yield_blocked yields senders that wait" "idle_yields $y, tx_yields $t, allow_full $(stat_sum "$RUN_LOG" allow_full)" "$RUN_LOG"
+fi
+EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 0 --mca btl_usnic_yield_blocked 0" \
+    run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
+check_run "incast: no yielding, data intact" $? 6
+y=$(stat_sum "$RUN_LOG" idle_yields)
+t=$(stat_sum "$RUN_LOG" tx_yields)
+if [ "$y" = 0 ] && [ "$t" = 0 ]; then
+    pass "incast: yield_idle 0, yield_blocked 0: never yielded"
+else
+    fail "incast: yielding off" "idle_yields $y, tx_yields $t" "$RUN_LOG"
 fi
 
 # ---- 4. three namespace hosts
