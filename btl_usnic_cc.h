@@ -164,6 +164,10 @@ uint32_t usnic_cc_generation(void);
 /* Stop: the agent stops listening (its clients carry on by themselves). */
 void usnic_cc_fini(void);
 
+/* A client's tries to connect to the host's agent so far, the one that
+ * succeeded included (tests: the retries come soon after a miss). */
+uint32_t usnic_cc_connect_tries(void);
+
 /* ---- the engine (btl_usnic_cagent.c), used by the client's thread ---- */
 
 struct cc_engine;

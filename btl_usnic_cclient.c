@@ -9,9 +9,10 @@
  * Modes of the thread:
  *   AGENT   (local rank 0) it runs the engine for its own requests and
  *           serves the host's clients on the Unix socket;
- *   CLIENT  it forwards requests to the agent (connecting again every
- *           20 ms until connect_timeout, since the agent may not listen
- *           yet) and waits for the RES messages;
+ *   CLIENT  it forwards requests to the agent (connecting again after 1
+ *           ms, then twice as long each time up to every 20 ms, until
+ *           connect_timeout, since the agent may not listen yet) and waits
+ *           for the RES messages;
  *   LOCAL   no agent (none came, version mismatch, or it went away): the
  *           thread runs the engine itself and re-issues every request the
  *           agent had not answered.
@@ -37,6 +38,9 @@
 
 #define CC_MAX_CONNS 256
 #define CC_LOCAL_TAG 0xffffffffu /* waiter tag of this process's own requests */
+/* a client's tries to connect to the agent: after 1 ms, doubling up to 20 ms */
+#define CC_CONNECT_GAP_MIN_US 1000u
+#define CC_CONNECT_GAP_MAX_US 20000u
 
 enum {
     REC_NEW,
@@ -81,6 +85,8 @@ static struct {
     int agent_fd;
     bool agent_hello;
     uint64_t connect_until, next_connect, listen_at;
+    uint64_t connect_gap; /* us until the next try to connect to the agent */
+    uint32_t connect_tries;
 } cc = {.lock = PTHREAD_MUTEX_INITIALIZER,
         .cond = PTHREAD_COND_INITIALIZER,
         .wake_fd = -1,
@@ -231,8 +237,20 @@ static void try_connect(uint64_t t)
         go_local("no agent listened in time");
         return;
     }
-    cc.next_connect = t + 20000u;
+    /* The agent (local rank 0) starts listening about when the others
+     * first look for it.  A first retry 20 ms later held every process
+     * that missed it by a little that long: its first send to a peer
+     * waits for the path's verdict (usnic_path_settle), and its peers'
+     * first messages meanwhile went unacknowledged through four
+     * retransmission timeouts (half of the 2-rank jobs on loopback took
+     * 20 ms longer to their first message; session 30). */
+    cc.next_connect = t + cc.connect_gap;
+    cc.connect_gap =
+        (cc.connect_gap < CC_CONNECT_GAP_MAX_US / 2) ? 2 * cc.connect_gap : CC_CONNECT_GAP_MAX_US;
     strcpy(sun.sun_path, cc.path);
+    pthread_mutex_lock(&cc.lock);
+    cc.connect_tries++;
+    pthread_mutex_unlock(&cc.lock);
     fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         return;
@@ -271,7 +289,8 @@ static void agent_read(void)
                 return;
             }
             cc.agent_hello = true;
-            clog_(20, "connectivity checker: connected to the host's agent");
+            clog_(20, "connectivity checker: connected to the host's agent (try %u)",
+                  usnic_cc_connect_tries());
         } else if (CC_MSG_RES == m.type) {
             pthread_mutex_lock(&cc.lock);
             /* the agent answers with the request its check was made for:
@@ -400,7 +419,7 @@ static void *cc_main(void *arg)
         if (MODE_CLIENT == cc.mode && cc.agent_fd < 0) {
             try_connect(t);
             if (MODE_CLIENT == cc.mode && cc.agent_fd < 0) {
-                timeout = 20;
+                timeout = (int) ((cc.next_connect > t ? cc.next_connect - t : 0) / 1000u) + 1;
             }
         }
         dispatch();
@@ -490,6 +509,8 @@ int usnic_cc_init(const struct usnic_cc_config *cfg)
         now_us() + (uint64_t) (cfg->agent_delay_ms > 0 ? cfg->agent_delay_ms : 0) * 1000u;
     cc.connect_until = now_us() + (uint64_t) cfg->connect_timeout_ms * 1000u;
     cc.next_connect = 0;
+    cc.connect_gap = CC_CONNECT_GAP_MIN_US;
+    cc.connect_tries = 0;
     cc.stop = false;
     cc.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (cc.wake_fd < 0) {
@@ -645,4 +666,14 @@ void usnic_cc_fini(void)
     cc.nrec = cc.cap = 0;
     cc.started = false;
     pthread_mutex_unlock(&cc.lock);
+}
+
+uint32_t usnic_cc_connect_tries(void)
+{
+    uint32_t n;
+
+    pthread_mutex_lock(&cc.lock);
+    n = cc.connect_tries;
+    pthread_mutex_unlock(&cc.lock);
+    return n;
 }

@@ -285,6 +285,37 @@ static void t_clients_before_agent(void)
           bad);
 }
 
+/* A client that looks for the agent a little before it listens tries
+ * again soon, not a whole 20 ms later: its process's first send waits for
+ * the verdict, and its peers' first messages meanwhile go unacknowledged
+ * (2-rank jobs on loopback took 20 ms longer to their first message in
+ * half the runs).  The agent listens 60 ms after it starts; tries after 1,
+ * 2, 4, 8, 16, 20, 20... ms make 8 before it listens (every 20 ms: 4). */
+static void t_client_retries_soon(void)
+{
+    pid_t agent, cl;
+    int st;
+
+    reset_responder();
+    agent = spawn_agent(60, 1500, 100, 20);
+    cl = fork();
+    if (0 == cl) {
+        start(false, sock_path, 0, 100, 20);
+        int f = expect("client", 1472, USNIC_CC_OK, 1472, 1);
+        uint32_t tries = usnic_cc_connect_tries();
+        usnic_cc_fini();
+        if (tries < 6) {
+            printf("    client: reached the agent at try %u (wanted at least 6)\n", tries);
+            f++;
+        }
+        _exit(f);
+    }
+    st = wait_status(cl);
+    st += wait_status(agent);
+    check(0 == st, "a client that came before the agent listened tried again within milliseconds",
+          "%d failures", st);
+}
+
 static void t_agent_leaves_mid_check(void)
 {
     pid_t agent, cl;
@@ -892,6 +923,7 @@ int main(void)
     t_pong_validation();
     t_host_shares_one_check();
     t_clients_before_agent();
+    t_client_retries_soon();
     t_agent_leaves_mid_check();
     t_threads_at_once();
     t_black_hole();
