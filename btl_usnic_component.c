@@ -649,18 +649,35 @@ void usnic_show_help_running(const char *topic, ...)
  * before the threshold.  Not where Open MPI yields anyway
  * (mpi_yield_when_idle: oversubscription it knows of).
  */
-static void yield_if_blocked(usnic_module_t *module, uint64_t now, int count)
+static bool yield_if_blocked(usnic_module_t *module, uint64_t now, int count)
 {
     if (opal_list_is_empty(&module->sendq_eps)) {
         module->tx_blocked_since = 0; /* nothing waits any more (a dead peer's sends) */
-        return;
+        return false;
     }
     if (0 == count && !opal_progress_yield_when_idle && !mca_btl_usnic_component.mpi_yields &&
         (mca_btl_usnic_component.yield_idle ||
-         (0 != module->yield_blocked && now - module->tx_blocked_since >= module->yield_blocked))) {
+         (0 != module->yield_blocked &&
+          usnic_elapsed_us(now, module->tx_blocked_since) >= module->yield_blocked))) {
         module->stats.tx_yields++;
-        sched_yield();
+        return true;
     }
+    return false;
+}
+
+/* Should this progress call give the CPU away when it is done?  (It does
+ * so once, after the BTL's lock is released.) */
+static bool want_yield(usnic_module_t *module, uint64_t now, int count)
+{
+    if (OPAL_UNLIKELY(0 != module->tx_blocked_since)) {
+        return yield_if_blocked(module, now, count);
+    }
+    if (OPAL_UNLIKELY(mca_btl_usnic_component.yield_idle) && 0 == count &&
+        !opal_progress_yield_when_idle) {
+        module->stats.idle_yields++;
+        return true;
+    }
+    return false;
 }
 
 static int module_progress(usnic_module_t *module)
@@ -730,13 +747,7 @@ static int module_progress(usnic_module_t *module)
         usnic_progress_timers(module, now);
         usnic_progress_resends(module); /* what the timers decided */
     }
-    if (OPAL_UNLIKELY(0 != module->tx_blocked_since)) {
-        yield_if_blocked(module, now, count);
-    } else if (OPAL_UNLIKELY(mca_btl_usnic_component.yield_idle) && 0 == count &&
-               !opal_progress_yield_when_idle) {
-        module->stats.idle_yields++;
-        sched_yield();
-    }
+    module->yield = want_yield(module, now, count);
     module->in_progress = false;
     return count;
 }
@@ -745,14 +756,19 @@ int usnic_component_progress(void)
 {
     usnic_component_t *c = &mca_btl_usnic_component;
     int count = 0;
+    bool yield = false;
 
     usnic_lock();
     usnic_path_progress();
     for (int i = 0; i < c->num_modules; i++) {
         if (!c->modules[i]->finalized) {
             count += module_progress(c->modules[i]);
+            yield = yield || c->modules[i]->yield;
         }
     }
     usnic_unlock();
+    if (OPAL_UNLIKELY(yield) && 0 == count) {
+        sched_yield(); /* (want_yield: every module idle or waiting) */
+    }
     return count;
 }
