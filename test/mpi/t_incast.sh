@@ -101,57 +101,47 @@ fi
 # btl_usnic_yield_blocked).  Open MPI's own mpi_yield_when_idle is set to 0
 # here (mpirun would turn it on for this oversubscribed job, and then usnic
 # leaves the yielding to it).
+# count_is N WANT: N is 0 (WANT 0), more than 0 (WANT +), or anything (-)
+count_is() {
+    case $2 in
+        0) [ "${1:-0}" = 0 ] ;;
+        +) [ "${1:-0}" -gt 0 ] ;;
+        *) true ;;
+    esac
+}
+# yield_run NAME MCA IDLE TX: the incast with MCA, data checked; IDLE and
+# TX say what idle_yields and tx_yields must be (count_is)
+yield_run() {
+    local name=$1 mca=$2 want_idle=$3 want_tx=$4 y t
+    EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 $mca" \
+        run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
+    check_run "incast: $name, data intact" $? 6
+    y=$(stat_sum "$RUN_LOG" idle_yields)
+    t=$(stat_sum "$RUN_LOG" tx_yields)
+    if count_is "$y" "$want_idle" && count_is "$t" "$want_tx"; then
+        pass "incast: $name: idle_yields $y, tx_yields $t"
+    else
+        fail "incast: $name" "idle_yields $y (want $want_idle), tx_yields $t (want $want_tx), allow_full $(stat_sum "$RUN_LOG" allow_full)" "$RUN_LOG"
+    fi
+}
 cpus=$(nproc)
 want=spins
 [ 6 -gt "$cpus" ] && want="yields the CPU"
-EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca mpi_yield_when_idle 0 --mca btl_base_verbose 10" \
-    run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
-check_run "incast: yield_idle automatic, data intact" $? 6
+yield_run "yield_idle automatic" "--mca mpi_yield_when_idle 0 --mca btl_base_verbose 10" - -
 lines=$(grep -c "6 of the job's ranks on this host, [0-9]* CPUs: idle progress $want (btl_usnic_yield_idle -1)" "$RUN_LOG")
 if [ "$lines" -ge 6 ]; then
     pass "incast: every rank saw 6 ranks on this host ($cpus CPUs here) and so $want"
 else
     fail "incast: yield_idle -1 decided from ranks and CPUs" "want '$want' from 6 ranks, $lines lines" "$RUN_LOG"
 fi
-EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 1" \
-    run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
-check_run "incast: yield_idle 1, data intact" $? 6
-y=$(stat_sum "$RUN_LOG" idle_yields)
-if [ "$y" -gt 0 ]; then
-    pass "incast: yield_idle 1: idle progress gave the CPU away $y times"
-else
-    fail "incast: yield_idle 1 yields" "idle_yields $y" "$RUN_LOG"
-fi
-EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca mpi_yield_when_idle 1 --mca btl_usnic_yield_idle 1" \
-    run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
-check_run "incast: yield_idle 1 under mpi_yield_when_idle 1, data intact" $? 6
-y=$(stat_sum "$RUN_LOG" idle_yields)
-t=$(stat_sum "$RUN_LOG" tx_yields)
-if [ "$y" = 0 ] && [ "$t" = 0 ]; then
-    pass "incast: mpi_yield_when_idle 1: Open MPI yields, usnic does not yield again"
-else
-    fail "incast: no second yield under mpi_yield_when_idle" "idle_yields $y, tx_yields $t" "$RUN_LOG"
-fi
-EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 0 --mca btl_usnic_yield_blocked 1" \
-    run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
-check_run "incast: yield_blocked 1 us, data intact" $? 6
-y=$(stat_sum "$RUN_LOG" idle_yields)
-t=$(stat_sum "$RUN_LOG" tx_yields)
-if [ "$y" = 0 ] && [ "$t" -gt 0 ]; then
-    pass "incast: yield_blocked 1 us: senders waiting for their allowance yielded $t times, never idle otherwise"
-else
-    fail "incast: yield_blocked yields senders that wait" "idle_yields $y, tx_yields $t, allow_full $(stat_sum "$RUN_LOG" allow_full)" "$RUN_LOG"
-fi
-EXTRA_MCA="--mca btl_usnic_udp_sockbuf 524288 --mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 0 --mca btl_usnic_yield_blocked 0" \
-    run_mpi 6 "$incast" -k 4 -r 2 -s "$((seed + 3))"
-check_run "incast: no yielding, data intact" $? 6
-y=$(stat_sum "$RUN_LOG" idle_yields)
-t=$(stat_sum "$RUN_LOG" tx_yields)
-if [ "$y" = 0 ] && [ "$t" = 0 ]; then
-    pass "incast: yield_idle 0, yield_blocked 0: never yielded"
-else
-    fail "incast: yielding off" "idle_yields $y, tx_yields $t" "$RUN_LOG"
-fi
+yield_run "yield_idle 1, idle progress gives the CPU away" \
+    "--mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 1" + -
+yield_run "yield_idle 1 under mpi_yield_when_idle 1: Open MPI yields, usnic not again" \
+    "--mca mpi_yield_when_idle 1 --mca btl_usnic_yield_idle 1" 0 0
+yield_run "yield_blocked 1 us: senders waiting for their allowance yield, never idle otherwise" \
+    "--mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 0 --mca btl_usnic_yield_blocked 1" 0 +
+yield_run "yield_idle 0, yield_blocked 0: never yielded" \
+    "--mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 0 --mca btl_usnic_yield_blocked 0" 0 0
 
 # ---- 4. three namespace hosts
 # shellcheck source=SCRIPTDIR/../lib/netns.sh
