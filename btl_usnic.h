@@ -228,8 +228,7 @@ typedef struct usnic_module {
     uint64_t yield_blocked;    /* btl_usnic_yield_blocked (us; 0 = never) */
     uint64_t tx_blocked_since; /* when a send first found a window full, since the last send went
                                   (0: none) */
-    bool yield;     /* the last module_progress wants the CPU given away (yield_if_blocked) */
-    bool mac_lanes; /* header MACs of a train, or of a GRO receive, computed together */
+    bool mac_lanes;            /* header MACs of a train, or of a GRO receive, computed together */
     struct {
         const uint8_t *dest; /* target of one of the last PUTs */
         bool reused;         /* it had been a target before: copy through the cache */

@@ -638,49 +638,48 @@ void usnic_show_help_running(const char *topic, ...)
 #define USNIC_AWAY_US 250000u /* a gap between progress calls this long: we were away */
 
 /*
- * Sends have waited for a peer's window or allowance (its ACKs) for
- * btl_usnic_yield_blocked us, and this call found nothing to do: give the
- * CPU away.  Where ranks share CPUs the peer that must drain our data, or
- * another sender whose turn it is, may be waiting for this one: 8 senders
- * into one rank, 9 ranks on 2 CPUs (bench/incast.sh -H 3 -n 9, MTU 1500)
- * moved 350-420 MB/s with every blocked sender spinning, 5-6 times that
- * with the CPU given away (session 30).  On a CPU of its own sched_yield
- * returns at once, and a stream's ordinary waits for an ACK end well
- * before the threshold.  Not where Open MPI yields anyway
- * (mpi_yield_when_idle: oversubscription it knows of).
+ * Should this progress call give the CPU away when it is done (once, after
+ * the BTL's lock is released)?  Yes if it found nothing to do and either
+ * this host runs more of the job's ranks than it has CPUs
+ * (btl_usnic_yield_idle), or sends have waited for a peer's window or
+ * allowance (its ACKs) for btl_usnic_yield_blocked us.  Where ranks share
+ * CPUs the peer that must drain our data, or another sender whose turn it
+ * is, may be waiting for this one: 8 senders into one rank, 9 ranks on 2
+ * CPUs (bench/incast.sh -H 3 -n 9, MTU 1500) moved 350-420 MB/s with
+ * every blocked sender spinning, 5-6 times that with the CPU given away
+ * (session 30).  On a CPU of its own sched_yield returns at once, and a
+ * stream's ordinary waits for an ACK end well before the threshold.  Not
+ * where Open MPI yields anyway (mpi_yield_when_idle: oversubscription it
+ * knows of).
  */
-static bool yield_if_blocked(usnic_module_t *module, uint64_t now, int count)
+static bool want_yield(usnic_module_t *module, uint64_t now, int count)
 {
-    if (opal_list_is_empty(&module->sendq_eps)) {
+    const usnic_component_t *c = &mca_btl_usnic_component;
+
+    if (OPAL_LIKELY(0 == module->tx_blocked_since) && OPAL_LIKELY(!c->yield_idle)) {
+        return false;
+    }
+    if (0 != module->tx_blocked_since && opal_list_is_empty(&module->sendq_eps)) {
         module->tx_blocked_since = 0; /* nothing waits any more (a dead peer's sends) */
         return false;
     }
-    if (0 == count && !opal_progress_yield_when_idle && !mca_btl_usnic_component.mpi_yields &&
-        (mca_btl_usnic_component.yield_idle ||
-         (0 != module->yield_blocked &&
-          usnic_elapsed_us(now, module->tx_blocked_since) >= module->yield_blocked))) {
+    if (0 != count || opal_progress_yield_when_idle || c->mpi_yields) {
+        return false;
+    }
+    if (0 == module->tx_blocked_since) {
+        module->stats.idle_yields++; /* (c->yield_idle) */
+        return true;
+    }
+    if (c->yield_idle ||
+        (0 != module->yield_blocked &&
+         usnic_elapsed_us(now, module->tx_blocked_since) >= module->yield_blocked)) {
         module->stats.tx_yields++;
         return true;
     }
     return false;
 }
 
-/* Should this progress call give the CPU away when it is done?  (It does
- * so once, after the BTL's lock is released.) */
-static bool want_yield(usnic_module_t *module, uint64_t now, int count)
-{
-    if (OPAL_UNLIKELY(0 != module->tx_blocked_since)) {
-        return yield_if_blocked(module, now, count);
-    }
-    if (OPAL_UNLIKELY(mca_btl_usnic_component.yield_idle) && 0 == count &&
-        !opal_progress_yield_when_idle) {
-        module->stats.idle_yields++;
-        return true;
-    }
-    return false;
-}
-
-static int module_progress(usnic_module_t *module)
+static int module_progress(usnic_module_t *module, bool *yield)
 {
     uint64_t now = usnic_now_us();
     int count;
@@ -747,7 +746,7 @@ static int module_progress(usnic_module_t *module)
         usnic_progress_timers(module, now);
         usnic_progress_resends(module); /* what the timers decided */
     }
-    module->yield = want_yield(module, now, count);
+    *yield = want_yield(module, now, count);
     module->in_progress = false;
     return count;
 }
@@ -762,8 +761,9 @@ int usnic_component_progress(void)
     usnic_path_progress();
     for (int i = 0; i < c->num_modules; i++) {
         if (!c->modules[i]->finalized) {
-            count += module_progress(c->modules[i]);
-            yield = yield || c->modules[i]->yield;
+            bool y;
+            count += module_progress(c->modules[i], &y);
+            yield = yield || y;
         }
     }
     usnic_unlock();
