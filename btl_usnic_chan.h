@@ -123,6 +123,10 @@ void usnic_rx_macs_headers(usnic_module_t *module, const struct mca_btl_base_end
  * btl_usnic_rx.h), never across batches.  Calls nest. */
 void usnic_rx_batch_begin(usnic_module_t *module);
 void usnic_rx_batch_end(usnic_module_t *module);
+/* Make the PUT chunks this thread copied past the caches since the last
+ * call visible to every CPU (recv.c: one fence per progress call, not per
+ * chunk); before the PML or the user may look at their targets. */
+void usnic_rx_fence(void);
 /* Forget every module's prediction (a peer was declared dead). */
 void usnic_rx_predict_forget(void);
 /* Copy the chunks that datagrams left in the receive buffers while

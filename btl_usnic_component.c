@@ -738,6 +738,7 @@ static int module_progress(usnic_module_t *module, bool *yield)
     if (OPAL_UNLIKELY(usnic_lookup_ready())) {
         usnic_lookup_progress(); /* records of lazily added peers */
     }
+    usnic_rx_fence(); /* what was received is visible before anyone is told */
     count += usnic_progress_done_frags(module);
     usnic_progress_resends(module);
     usnic_progress_sends(module);

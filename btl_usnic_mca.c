@@ -582,9 +582,9 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "Emulated PUTs of at least this many bytes are copied into the target buffer "
                   "with non-temporal stores, past the CPU caches (faster for large transfers the "
                   "receiver does not read at once), unless the same buffer was the target of one "
-                  "of the last 4 such PUTs (likely cached, e.g. a ping-pong's) or the PUT's "
-                  "datagrams carry less than 4 KiB each (MTU 1500: a fence per datagram costs "
-                  "more than the caches win); 0 = never"),
+                  "of the last 4 such PUTs (likely cached, e.g. a ping-pong's); one store fence "
+                  "per progress call makes the copies visible before the PML learns of them; "
+                  "0 = never"),
     TUNE_RANGE_OR("yield_blocked", yield_blocked, OPAL_INFO_LVL_5, 200, "0 (never)", 0, 0, 1,
                   USNIC_USEC_MAX,
                   "Microseconds a send may wait for a peer's window or allowance (its ACKs) before "

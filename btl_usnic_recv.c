@@ -23,7 +23,22 @@
  * PUTs, which fill far more memory than the caches hold and would only
  * evict what the process works on (measured: +30% bandwidth at 1 MiB, a
  * little more latency when the data is read back at once).
+ *
+ * Streaming stores are ordered with nothing: another CPU may see later
+ * ordinary stores (a request marked complete) before them.  The fence that
+ * orders them waits for every line to leave the write-combining buffers,
+ * and one per chunk made MTU 1500's 1416-byte chunks slower than an
+ * ordinary copy (session 30).  So the copy only notes that a fence is due
+ * (rx_unfenced) and usnic_rx_fence() makes it once, before anything the
+ * PML or the user can see: a callback into the PML, and the end of every
+ * module's progress call (in the thread that streamed, the progress
+ * engine's, which holds the component's lock).  Nobody reads the PUT's
+ * target before then: its origin tells the PML here that the PUT is done
+ * by a message of its own (ob1's FIN), sent after our ACK of its last
+ * chunk, which reaches the PML through rx_deliver.
  */
+static bool rx_unfenced; /* chunks were streamed since the last fence */
+
 static void copy_stream(uint8_t *dst, const uint8_t *src, size_t len)
 {
     size_t head = (64 - ((uintptr_t) dst & 63)) & 63;
@@ -39,6 +54,9 @@ static void copy_stream(uint8_t *dst, const uint8_t *src, size_t len)
     dst += head;
     src += head;
     len -= head;
+    if (len >= 64) {
+        rx_unfenced = true;
+    }
     for (; len >= 64; len -= 64, src += 64, dst += 64) {
         __m128i a = _mm_loadu_si128((const __m128i *) src);
         __m128i b = _mm_loadu_si128((const __m128i *) (src + 16));
@@ -49,8 +67,15 @@ static void copy_stream(uint8_t *dst, const uint8_t *src, size_t len)
         _mm_stream_si128((__m128i *) (dst + 32), c);
         _mm_stream_si128((__m128i *) (dst + 48), d);
     }
-    _mm_sfence();
     memcpy(dst, src, len);
+}
+
+void usnic_rx_fence(void)
+{
+    if (OPAL_UNLIKELY(rx_unfenced)) {
+        rx_unfenced = false;
+        _mm_sfence();
+    }
 }
 
 /* ---- the transport's side of the receive dispatch (btl_usnic_rx.h) ---- */
@@ -151,6 +176,7 @@ static void rx_deliver(void *t, void *ep, uint8_t tag, const void *data, uint64_
     memset(&desc, 0, sizeof(desc));
     desc.des_segments = &segment;
     desc.des_segment_count = 1;
+    usnic_rx_fence();
     reg->cbfunc(&module->super, tag, &desc, reg->cbdata);
 }
 
@@ -191,6 +217,7 @@ static bool rx_deliver_pieces(void *t, void *ep, uint8_t tag, const struct usnic
     desc.des_segments = segments;
     desc.des_segment_count = n;
     module->stats.rx_in_place++;
+    usnic_rx_fence();
     reg->cbfunc(&module->super, tag, &desc, reg->cbdata);
     return true;
 }
@@ -286,15 +313,15 @@ static bool put_target_reused(usnic_module_t *module, const uint8_t *dest, bool 
  * session 17).
  *
  * Chunks smaller than USNIC_DIRECT_CHUNK_MIN (MTU 1500's) go through the
- * receive buffers and an ordinary copy, into a PUT's target too, neither
- * in place nor past the caches: the scattered receive costs the kernel
- * more per datagram than the copy does, and streaming stores need a fence
- * per chunk.  Between the namespace hosts at MTU 1500 (session 30,
- * interleaved runs of windows of 64 messages): 512 KiB PUTs 3000-3150
- * MB/s as before, 4000-4100 so; 1 MiB 3560-3600 and 4050-4120; 2 MiB
- * 3680 and 4030-4130; ping-pongs of 512 KiB-4 MiB unchanged (sessions 17
- * and 19 had the in-place receive ahead into fresh memory on another
- * machine).
+ * receive buffers, into a PUT's target too, never in place: the scattered
+ * receive costs the kernel more per datagram than the copy does.  Between
+ * the namespace hosts at MTU 1500 (session 30, interleaved runs of
+ * windows of 64 messages), with an ordinary copy: 512 KiB PUTs 3000-3150
+ * MB/s in place, 4000-4100 so; 1 MiB 3560-3600 and 4050-4120; 2 MiB 3680
+ * and 4030-4130; ping-pongs of 512 KiB-4 MiB unchanged (sessions 17 and
+ * 19 had the in-place receive ahead into fresh memory on another
+ * machine).  Copied past the caches with one fence per progress call (see
+ * copy_stream), 1 MiB 4490-4600 (session 31).
  */
 #define USNIC_DIRECT_CHUNK_MIN 4096
 
@@ -359,10 +386,8 @@ static void rx_put_write(void *t, void *ep, uint8_t *dest, const struct usnic_pk
         return;
     }
     reused = put_target_reused(module, dest - v->chunk->offset, 0 == v->chunk->offset);
-    /* (small chunks, MTU 1500's: a fence per 1416 bytes costs more than
-     * the caches win; see USNIC_DIRECT_CHUNK_MIN) */
-    stream = v->chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min &&
-             !reused && v->payload_len >= USNIC_DIRECT_CHUNK_MIN;
+    stream =
+        v->chunk->msg_len >= module->stream_copy_min && 0 != module->stream_copy_min && !reused;
     if (stream) {
         copy_stream(dest, v->payload, v->payload_len);
         module->stats.rx_put_streamed++;

@@ -11,8 +11,7 @@
 #      split, so trains lose datagrams in their middle): data intact,
 #      retransmissions, trains still sent
 #      The chunks of 1472-byte datagrams, PUTs' too, all go through the
-#      receive buffers and an ordinary copy (rx_direct = 0,
-#      rx_put_streamed = 0: neither in place nor past the caches)
+#      receive buffers (rx_direct = 0: never in place)
 #   c. the kernel refusing UDP_SEGMENT (btl_usnic_debug_gso_refused 1, as
 #      EIO from a kernel or device without it): the verbose note says so,
 #      no train is sent, the data arrive datagram by datagram (8972-byte
@@ -26,7 +25,9 @@
 #      8972-byte ones straight into the reassembly buffer (rx_direct > 0)
 #   g. messages up to 512 KiB + 1: the largest go by rendezvous and PUT;
 #      a 1 MiB ping-pong with 1472-byte datagrams: no PUT chunk received
-#      in place or copied past the caches
+#      in place; the first PUT into the target copied past the caches,
+#      every later one into the same target through the cache (at least
+#      one chunk and at most two messages' worth streamed)
 #   h. loopback's own datagram size (65507 bytes: too large for trains or
 #      GRO): no trains, but chunks still received straight into their
 #      destination (rx_direct > 0) and sent several per sendmmsg
@@ -36,7 +37,8 @@
 #      each way at once, each into a target of its own (manymsgs -b): every
 #      PUT chunk copied past the caches from a receive buffer
 #      (rx_put_streamed > 0, rx_direct = 0: a cold target is filled faster
-#      so than by the kernel), also under faults
+#      so than by the kernel), also under faults, and with 1472-byte
+#      datagrams (one store fence per progress call, not per chunk)
 #   i. thousands of messages of mixed sizes outstanding at once (manymsgs,
 #      every byte checked, both ways): the window opens for several queued
 #      messages at once and their datagrams share trains, a message's short
@@ -86,7 +88,6 @@ if check_run "gso: trains" $? 2 "$floor" && $kernel; then
     each_rank "gso: trains sent several per system call" tx_batched -gt 0
     each_rank "gso: chunks taken on the predicted path" rx_predicted -gt 0
     each_rank "gso: 1400-byte chunks, PUTs' too, not received in place" rx_direct -eq 0
-    each_rank "gso: 1400-byte PUT chunks not copied past the caches" rx_put_streamed -eq 0
     if grep -qw avx512f /proc/cpuinfo && grep -qw avx512_vbmi2 /proc/cpuinfo; then
         each_rank "gso: header MACs of trains computed 8 at a time" macs_tx_lanes -gt 0
         each_rank "gso: header MACs of coalesced receives computed 8 at a time" macs_rx_lanes -gt 0
@@ -190,16 +191,20 @@ if check_run "gso: up to 512 KiB + 1" $? 2 "$gfloor"; then
 fi
 
 # g2. a ping-pong of 1 MiB +/- 1 by PUT, 1472-byte datagrams: every chunk
-#    through the receive buffers and an ordinary copy, the first PUT into a
-#    target (fresh memory) too: neither in place nor past the caches (a
-#    fence per 1416 bytes; session 30: windows of 1 MiB PUTs 1.16x the
-#    bandwidth of either)
+#    through the receive buffers, never in place (session 30: windows of 1
+#    MiB PUTs 1.16x the bandwidth); the first PUT into the target (fresh
+#    memory) copied past the caches, the PUTs after it into a target
+#    reused through the cache: between 1 chunk and two messages' chunks
+#    streamed (a run streamed 758: ob1 may PUT the first message in more
+#    than one piece; every PUT streamed would be about 100 times that)
+twomsgs=$((2 * (1048577 / 1416 + 1)))
 EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$BIN" -n 1048575 -m 1048577 -i 4
 if check_run "gso: 1 MiB ping-pong by PUT" $? 2 $((4 * 3 * 1048576)) && $kernel; then
     each_rank "gso: 1 MiB ping-pong, PUTs from the peer" puts -gt 8
     each_rank "gso: 1 MiB PUTs of 1472-byte datagrams not received in place" rx_direct -eq 0
-    each_rank "gso: 1 MiB PUTs of 1472-byte datagrams not copied past the caches" \
-        rx_put_streamed -eq 0
+    each_rank "gso: 1 MiB ping-pong, its first PUT copied past the caches" rx_put_streamed -gt 0
+    each_rank "gso: 1 MiB ping-pong, PUTs into the reused target copied through the cache" \
+        rx_put_streamed -le $twomsgs
 fi
 
 # h. the default datagram size: 65507 bytes on loopback
@@ -246,6 +251,11 @@ if bigrun "gso: 1 MiB messages into targets of their own, loss, duplicates, reor
     --mca btl_usnic_debug_dup_rate 0.01 --mca btl_usnic_debug_reorder_rate 0.02"; then
     each_rank "gso: 1 MiB PUTs under faults, resent" retrans -gt 0
     each_rank "gso: 1 MiB PUTs under faults, copied past the caches" rx_put_streamed -gt 0
+fi
+if bigrun "gso: 1 MiB messages into targets of their own, 1472-byte datagrams" "$small"; then
+    each_rank "gso: 1 MiB PUTs of 1472-byte datagrams copied past the caches" \
+        rx_put_streamed -gt 0
+    each_rank "gso: 1 MiB PUTs of 1472-byte datagrams not received in place" rx_direct -eq 0
 fi
 
 mn=3000
