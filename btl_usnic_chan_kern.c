@@ -1001,8 +1001,21 @@ static uint8_t kern_zeros[KERN_TRAIN_DGRAM_MAX];
  * hosts took 8.2-8.5 us per half round trip that way, 7.3-7.4 copied, and
  * MTU 1500 streams of 8-256 KiB messages ran 5-15% faster.  With 8972-byte
  * datagrams the pieces cost less per byte than the copy, and streams ran
- * 5-20% slower copied (docs/perf-kernel-backend.md, session 13).  false:
- * not copied.
+ * 5-20% slower copied (docs/perf-kernel-backend.md, session 13).
+ *
+ * But not a train of chunks of a PUT larger than btl_usnic_train_copy_put_max:
+ * their payloads come straight from the user's buffer, one too large to
+ * stay in the cache, where a fragment's come from a buffer the PML has
+ * just filled.  Copied, such a payload is read from memory, written to the
+ * stage and read again by the kernel; in pieces the kernel reads it once.
+ * Between the namespace hosts at MTU 1500, once the receiver streamed its
+ * PUT chunks (session 31), every PUT in pieces: ping-pongs of 512 KiB-4
+ * MiB 5-18% less time, windows of 1-4 MiB messages 0-3% more bandwidth,
+ * but windows of 512 KiB messages (PUTs from one buffer that stays in a 2
+ * MiB cache) 9-11% less; and every train in pieces, fragments' too: 12-23%
+ * less bandwidth for 16-256 KiB messages.
+ *
+ * false: not copied.
  */
 static bool train_gather(usnic_module_t *module, usnic_channel_t *chan, int n, struct iovec *iov,
                          int slot)
@@ -1011,7 +1024,7 @@ static bool train_gather(usnic_module_t *module, usnic_channel_t *chan, int n, s
     int slots = mca_btl_usnic_component.params.tx_batch;
     uint8_t *p, *start;
 
-    if (chan->train.seg_len > module->train_copy || NULL == rx) {
+    if (chan->train.seg_len > module->train_copy || chan->train.puts == n || NULL == rx) {
         return false;
     }
     if (NULL == rx->stage && NULL == (rx->stage = malloc((size_t) KERN_TRAIN_BYTES *
@@ -1383,10 +1396,15 @@ static int kern_train_add(usnic_module_t *module, usnic_channel_t *chan, usnic_s
         chan->train.seg_len = len;
         chan->train.bytes = 0;
         chan->train.closed = false;
+        chan->train.puts = 0;
     } else if (len < chan->train.seg_len) {
         chan->train.closed = true; /* the kernel cuts at seg_len: only the last may be shorter */
     }
     seg->refs++; /* until the train leaves */
+    if (NULL != seg->frag && USNIC_FRAG_PUT == seg->frag->kind && 0 != seg->zc_len &&
+        seg->frag->total_len > module->put_copy_max && 0 != module->put_copy_max) {
+        chan->train.puts++; /* a large PUT's chunk (see train_gather) */
+    }
     chan->train.pad[chan->train.n] = 0;
     chan->train.seg[chan->train.n++] = seg;
     chan->train.bytes += len;

@@ -306,6 +306,7 @@ usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *a
     module->rx_predict = (0 != p->rx_predict);
     module->early_copy_max = (uint64_t) p->early_copy_max;
     module->train_copy = (uint32_t) p->train_copy;
+    module->put_copy_max = (uint64_t) p->put_copy_max;
     module->tx_coalesce = (uint64_t) p->tx_coalesce;
     module->mac_lanes = usnic_sip_lanes_select(0 != p->mac_lanes);
     USNIC_VERBOSE(20, "%s: header MACs of trains and coalesced receives: %s", ifname,

@@ -38,7 +38,11 @@
 #      PUT chunk copied past the caches from a receive buffer
 #      (rx_put_streamed > 0, rx_direct = 0: a cold target is filled faster
 #      so than by the kernel), also under faults, and with 1472-byte
-#      datagrams (one store fence per progress call, not per chunk)
+#      datagrams (one store fence per progress call, not per chunk); with
+#      1472-byte datagrams the trains of these PUTs (larger than
+#      btl_usnic_train_copy_put_max) go to the kernel in pieces, not copied
+#      (gso_trains > trains_copied), also under faults; with
+#      btl_usnic_train_copy_put_max 0 every train is copied
 #   i. thousands of messages of mixed sizes outstanding at once (manymsgs,
 #      every byte checked, both ways): the window opens for several queued
 #      messages at once and their datagrams share trains, a message's short
@@ -252,10 +256,36 @@ if bigrun "gso: 1 MiB messages into targets of their own, loss, duplicates, reor
     each_rank "gso: 1 MiB PUTs under faults, resent" retrans -gt 0
     each_rank "gso: 1 MiB PUTs under faults, copied past the caches" rx_put_streamed -gt 0
 fi
+# trains_in_pieces NAME WANT: on each rank, whether some trains went to the
+# kernel in pieces (WANT yes: gso_trains > trains_copied) or none did (no)
+trains_in_pieces() {
+    local r t c
+    for r in 0 1; do
+        t=$(rank_stat "$RUN_LOG" $r gso_trains)
+        c=$(rank_stat "$RUN_LOG" $r trains_copied)
+        if [ "$t" -gt 0 ] && { { [ "$2" = yes ] && [ "$t" -gt "$c" ]; } ||
+            { [ "$2" = no ] && [ "$t" -eq "$c" ]; }; }; then
+            pass "$1: rank $r: $t trains, $c copied"
+        else
+            fail "$1: rank $r" "$t trains, $c copied (in pieces wanted: $2)" "$RUN_LOG"
+        fi
+    done
+}
 if bigrun "gso: 1 MiB messages into targets of their own, 1472-byte datagrams" "$small"; then
     each_rank "gso: 1 MiB PUTs of 1472-byte datagrams copied past the caches" \
         rx_put_streamed -gt 0
     each_rank "gso: 1 MiB PUTs of 1472-byte datagrams not received in place" rx_direct -eq 0
+    trains_in_pieces "gso: trains of 1 MiB PUTs handed over in pieces, not copied" yes
+fi
+if bigrun "gso: 1 MiB messages, 1472-byte datagrams, train_copy_put_max 0" \
+    "$small --mca btl_usnic_train_copy_put_max 0"; then
+    trains_in_pieces "gso: train_copy_put_max 0, every train copied" no
+fi
+if bigrun "gso: 1 MiB messages, 1472-byte datagrams, PUT trains in pieces under faults" \
+    "$small --mca btl_usnic_debug_seed 29 --mca btl_usnic_debug_drop_rate 0.02
+    --mca btl_usnic_debug_dup_rate 0.01 --mca btl_usnic_debug_reorder_rate 0.02"; then
+    each_rank "gso: 1 MiB PUTs in pieces under faults, resent" retrans -gt 0
+    trains_in_pieces "gso: trains of 1 MiB PUTs in pieces under faults" yes
 fi
 
 mn=3000
