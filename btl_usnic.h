@@ -225,7 +225,7 @@ typedef struct usnic_module {
     uint64_t stream_copy_min;  /* btl_usnic_stream_copy_min (0 = never) */
     uint64_t early_copy_max;   /* btl_usnic_early_copy_max (0 = never) */
     uint32_t train_copy;       /* btl_usnic_train_copy (0 = never) */
-    uint64_t put_copy_max;     /* btl_usnic_train_copy_put_max (0 = no limit) */
+    uint64_t put_copy_max;     /* btl_usnic_train_copy_put_max (0: all copied) */
     uint64_t tx_coalesce;      /* btl_usnic_tx_coalesce (0 = off) */
     uint64_t yield_blocked;    /* btl_usnic_yield_blocked (us; 0 = never) */
     uint64_t tx_blocked_since; /* when a send first found a window full, since the last send went
@@ -366,7 +366,7 @@ typedef struct usnic_params {
     int stream_copy_min;   /* PUTs this large are copied past the caches; 0 = never */
     int early_copy_max;    /* sends completed before their ACK, at most (bytes; 0 = never) */
     int train_copy;        /* trains of datagrams this small go as one buffer (0 = never) */
-    int put_copy_max;      /* but not a PUT's larger than this (bytes; 0 = no limit) */
+    int put_copy_max;      /* but not a PUT's larger than this (bytes; 0 = all copied) */
     int tx_coalesce;       /* bytes in flight from which short messages wait to share trains */
     int tx_batch;          /* trains and datagrams to one socket per sendmmsg (1 = sendmsg each) */
     int yield_blocked;     /* us a send may wait for a peer's window before progress yields */

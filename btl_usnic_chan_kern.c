@@ -1013,7 +1013,10 @@ static uint8_t kern_zeros[KERN_TRAIN_DGRAM_MAX];
  * MiB 5-18% less time, windows of 1-4 MiB messages 0-3% more bandwidth,
  * but windows of 512 KiB messages (PUTs from one buffer that stays in a 2
  * MiB cache) 9-11% less; and every train in pieces, fragments' too: 12-23%
- * less bandwidth for 16-256 KiB messages.
+ * less bandwidth for 16-256 KiB messages.  Nor a train of a smaller PUT
+ * that started with nothing else in flight to its peer (frag->pieces, set
+ * in send_chunks): it is waited for, and the copy delays its every train
+ * (512 KiB ping-pongs 8-9% faster so, the streams unchanged).
  *
  * false: not copied.
  */
@@ -1402,8 +1405,8 @@ static int kern_train_add(usnic_module_t *module, usnic_channel_t *chan, usnic_s
     }
     seg->refs++; /* until the train leaves */
     if (NULL != seg->frag && USNIC_FRAG_PUT == seg->frag->kind && 0 != seg->zc_len &&
-        seg->frag->total_len > module->put_copy_max && 0 != module->put_copy_max) {
-        chan->train.puts++; /* a large PUT's chunk (see train_gather) */
+        seg->frag->pieces) {
+        chan->train.puts++; /* (see train_gather) */
     }
     chan->train.pad[chan->train.n] = 0;
     chan->train.seg[chan->train.n++] = seg;

@@ -239,6 +239,7 @@ static usnic_frag_t *frag_get(usnic_module_t *module, struct mca_btl_base_endpoi
     frag->queued = false;
     frag->sent = false;
     frag->early_listed = false;
+    frag->pieces = false;
     frag->base.des_segments = frag->segs;
     frag->base.des_segment_count = 1;
     frag->base.des_flags = flags;

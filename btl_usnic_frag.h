@@ -125,6 +125,7 @@ typedef struct usnic_frag {
     bool queued;       /* on the endpoint's send queue */
     bool sent;         /* every byte handed to the wire at least once */
     bool early_listed; /* LARGE: on done_frags to complete before its ACKs (usnic_send_early) */
+    bool pieces; /* PUT: its trains go to the kernel uncopied (btl_usnic_train_copy_put_max) */
 } usnic_frag_t;
 OBJ_CLASS_DECLARATION(usnic_frag_t);
 

@@ -614,14 +614,16 @@ static const usnic_tunable_t usnic_tunables[] = {
                   "being handed to the kernel as two or three pieces per datagram: at MTU 1500 "
                   "the kernel takes the pieces more slowly than the copy costs, with 9000-byte "
                   "datagrams it does not; 0 = never"),
-    TUNE_RANGE_OR("train_copy_put_max", put_copy_max, OPAL_INFO_LVL_5, 786432, "0 (no limit)", 0, 0,
-                  1, INT_MAX,
+    TUNE_RANGE_OR("train_copy_put_max", put_copy_max, OPAL_INFO_LVL_5, 786432,
+                  "0 (every train copied)", 0, 0, 1, INT_MAX,
                   "kernel backend: the trains of a PUT larger than this many bytes are not "
                   "copied (btl_usnic_train_copy) but handed to the kernel in pieces: their "
                   "payloads come from a buffer too large to stay in the cache, which the copy "
                   "would read and write once more (MTU 1500: ping-pongs of 1-4 MiB 5-10% faster, "
                   "streams 1-3% more bandwidth; a stream of 512 KiB messages from one buffer, "
-                  "which stays cached, 10% less in pieces); 0 = no limit"),
+                  "which stays cached, 10% less in pieces).  So are those of a smaller PUT that "
+                  "starts with nothing else in flight to its peer (a ping-pong, a blocking send: "
+                  "it is waited for; 512 KiB ping-pongs 8% faster); 0 = every train copied"),
     TUNE_RANGE_OR("tx_coalesce", tx_coalesce, OPAL_INFO_LVL_5, 65536, "0 (off)", 0, 0, 1, INT_MAX,
                   "kernel backend: while at least this many bytes to a peer are unacknowledged, "
                   "a message of at most 24 KiB leaves its train open for the next messages to "

@@ -458,6 +458,15 @@ static int send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usni
     uint32_t hdr_len = (uint32_t) (put ? USNIC_HDR_LEN_PUT : USNIC_HDR_LEN_CHUNK);
     uint32_t max = put ? ep->put_max : ep->chunk_max;
 
+    if (put && 0 == frag->next_off) {
+        /* A PUT larger than btl_usnic_train_copy_put_max comes from memory
+         * out of the cache, and one that starts with nothing else in
+         * flight to its peer is waited for (a ping-pong, a blocking
+         * send): either way its trains go uncopied, the kernel reading its
+         * payloads where they are (btl_usnic_chan_kern.c, train_gather) */
+        frag->pieces = 0 != module->put_copy_max &&
+                       (frag->total_len > module->put_copy_max || 0 == ep->inflight_bytes);
+    }
     while (frag->next_off < frag->total_len) {
         struct usnic_pkt_hdr *hdr;
         struct usnic_chunk_hdr *ch;

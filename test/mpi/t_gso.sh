@@ -41,8 +41,10 @@
 #      datagrams (one store fence per progress call, not per chunk); with
 #      1472-byte datagrams the trains of these PUTs (larger than
 #      btl_usnic_train_copy_put_max) go to the kernel in pieces, not copied
-#      (gso_trains > trains_copied), also under faults; with
-#      btl_usnic_train_copy_put_max 0 every train is copied
+#      (gso_trains > trains_copied), also under faults, and so do those
+#      of a 512 KiB ping-pong's PUTs (smaller, but each starts with nothing
+#      else in flight: waited for); with btl_usnic_train_copy_put_max 0
+#      every train is copied
 #   i. thousands of messages of mixed sizes outstanding at once (manymsgs,
 #      every byte checked, both ways): the window opens for several queued
 #      messages at once and their datagrams share trains, a message's short
@@ -78,6 +80,7 @@
 . "$(dirname "$0")/../lib/mpitest.sh"
 
 build_prog pingpong || finish
+pingpong=$BIN
 floor=$((4 * $(pingpong_size_sum $((16 * 1024 * 1024 + 1)))))
 small="--mca btl_usnic_udp_datagram_size -1"
 mid="--mca btl_usnic_udp_datagram_size 8972"
@@ -276,6 +279,14 @@ if bigrun "gso: 1 MiB messages into targets of their own, 1472-byte datagrams" "
         rx_put_streamed -gt 0
     each_rank "gso: 1 MiB PUTs of 1472-byte datagrams not received in place" rx_direct -eq 0
     trains_in_pieces "gso: trains of 1 MiB PUTs handed over in pieces, not copied" yes
+fi
+# a 512 KiB ping-pong: PUTs under btl_usnic_train_copy_put_max, but each
+# starts with nothing else in flight to its peer (it is waited for): in
+# pieces too
+EXTRA_MCA="${EXTRA_MCA:-} $small" run_mpi 2 "$pingpong" -n 524288 -m 524288 -i 8
+if check_run "gso: 512 KiB ping-pong by PUT" $? 2 $((4 * 8 * 524288)) && $kernel; then
+    each_rank "gso: 512 KiB ping-pong, PUTs from the peer" puts -gt 4
+    trains_in_pieces "gso: trains of a ping-pong's 512 KiB PUTs in pieces" yes
 fi
 if bigrun "gso: 1 MiB messages, 1472-byte datagrams, train_copy_put_max 0" \
     "$small --mca btl_usnic_train_copy_put_max 0"; then
