@@ -115,7 +115,7 @@ typedef struct usnic_channel {
         uint32_t seg_len;              /* every datagram's length but the last's */
         uint32_t bytes;                /* with the padding */
         bool closed;                   /* a shorter datagram ended it */
-        int puts;                      /* its datagrams that are chunks of a large PUT */
+        int pieces;                    /* its datagrams of PUTs sent uncopied (frag->pieces) */
     } train;
 } usnic_channel_t;
 

@@ -1027,7 +1027,7 @@ static bool train_gather(usnic_module_t *module, usnic_channel_t *chan, int n, s
     int slots = mca_btl_usnic_component.params.tx_batch;
     uint8_t *p, *start;
 
-    if (chan->train.seg_len > module->train_copy || chan->train.puts == n || NULL == rx) {
+    if (chan->train.seg_len > module->train_copy || chan->train.pieces == n || NULL == rx) {
         return false;
     }
     if (NULL == rx->stage && NULL == (rx->stage = malloc((size_t) KERN_TRAIN_BYTES *
@@ -1399,14 +1399,13 @@ static int kern_train_add(usnic_module_t *module, usnic_channel_t *chan, usnic_s
         chan->train.seg_len = len;
         chan->train.bytes = 0;
         chan->train.closed = false;
-        chan->train.puts = 0;
+        chan->train.pieces = 0;
     } else if (len < chan->train.seg_len) {
         chan->train.closed = true; /* the kernel cuts at seg_len: only the last may be shorter */
     }
     seg->refs++; /* until the train leaves */
-    if (NULL != seg->frag && USNIC_FRAG_PUT == seg->frag->kind && 0 != seg->zc_len &&
-        seg->frag->pieces) {
-        chan->train.puts++; /* (see train_gather) */
+    if (NULL != seg->frag && seg->frag->pieces && 0 != seg->zc_len) {
+        chan->train.pieces++; /* (see train_gather) */
     }
     chan->train.pad[chan->train.n] = 0;
     chan->train.seg[chan->train.n++] = seg;
