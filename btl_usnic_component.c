@@ -195,6 +195,7 @@ void usnic_module_set_sizes(usnic_module_t *module, uint32_t data_mtu)
     }
     module->max_msg_len = m + USNIC_PML_HDR_MAX;
     if (p->send_window > 0) {
+        /* (at most USNIC_REL_SACK_REACH: btl_usnic_mca.c refuses more) */
         module->send_window = (uint32_t) p->send_window;
     } else {
         /* enough datagrams for what may be in flight, so small datagrams

@@ -59,6 +59,11 @@ IF_OVERRIDE='' expect_help "bad CIDR in if_include" "--mca btl_usnic_if_include 
     "Parameter: btl_usnic_if_include" "IPv4 CIDR" "$NODEV"
 expect_help "negative send window" "--mca btl_usnic_send_window -1" \
     "Parameter: btl_usnic_send_window" "0 (automatic)"
+# wider than one selective ACK describes (1024 segments beyond the edge):
+# incasts with such windows lost and resent far more (docs/perf-incast.md)
+expect_help "send window beyond a selective ACK's reach" \
+    "--mca btl_usnic_send_window 2048 --mca btl_usnic_recv_window 4096" \
+    "Parameter: btl_usnic_send_window" 'Value: *"2048"' "up to 1024" "$NODEV"
 expect_help "drop rate above 1" "--mca btl_usnic_debug_drop_rate 1.5" \
     "Parameter: btl_usnic_debug_drop_rate" "between 0 and 1"
 expect_help "negative in-flight limit" "--mca btl_usnic_max_inflight -5" \
@@ -105,7 +110,7 @@ expect_help "negative eager limit" "--mca btl_usnic_eager_limit -1" \
 # ---- text that is not a number ---------------------------------------------------
 expect_help "send_window abc" "--mca btl_usnic_send_window abc" \
     "Parameter: btl_usnic_send_window" 'Value: *"abc"' "not an integer" \
-    "positive integer up to 1048576"
+    "positive integer up to 1024"
 expect_help "drop rate abc" "--mca btl_usnic_debug_drop_rate abc" \
     "Parameter: btl_usnic_debug_drop_rate" 'Value: *"abc"' "not a number" "between 0 and 1"
 conf=$TEST_TMP/$MT_NAME.$$.params.conf
@@ -155,6 +160,7 @@ EXTRA_MCA="--mca btl_usnic_sd_num 65536 --mca btl_usnic_cq_num 70000
            --mca btl_usnic_debug_isn 2147483647 --mca btl_usnic_auth FULL
            --mca btl_usnic_checksum 1 --mca btl_usnic_udp_sockbuf 4M
            --mca btl_usnic_priority_limit 8 --mca btl_usnic_debug_corrupt_rate 0
+           --mca btl_usnic_send_window 1024
            --mca btl_usnic_connectivity_recheck_after 3600000
            --mca btl_usnic_connectivity_raise_after 86400" \
     TEST_TIMEOUT=60 run_mpi 2 "$BIN"
