@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -319,6 +320,48 @@ usnic_module_t *usnic_module_new(const char *ifname, const struct sockaddr_in *a
 
 #define USNIC_SELF_TEST_TRIES 3
 
+/*
+ * A process that is neither root nor has CAP_NET_ADMIN gets socket buffers
+ * of at most net.core.rmem_max (212992 bytes unless an administrator raised
+ * it), whatever btl_usnic_udp_sockbuf asks.  Peers keep at most half of our
+ * receive buffer in flight to us (btl_usnic_endpoint.c): below
+ * btl_usnic_max_inflight that holds back every stream into this process
+ * (1 MiB streams at MTU 1500 a third slower with a 208 KiB buffer, session
+ * 32).  Said once per process, and only then: a cap above the in-flight
+ * limit matters only to incasts (docs/perf-incast.md).
+ */
+static void sockbuf_check(const usnic_module_t *module)
+{
+    static bool said = false;
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+    int rcv = module->chan[USNIC_CHAN_DATA].rcvbuf;
+    uint64_t granted = (uint64_t) (rcv > 0 ? rcv : 0) / 2; /* the kernel reports it doubled */
+    uint64_t limit = (p->max_inflight > 0) ? (uint64_t) p->max_inflight : UINT64_MAX;
+    char rmem[32] = "unknown", lim[48];
+    FILE *f;
+
+    if (said || !module->is_udp || p->udp_sockbuf <= 0 || 0 == granted ||
+        granted >= (uint64_t) p->udp_sockbuf || granted >= limit) {
+        return;
+    }
+    said = true;
+    f = fopen("/proc/sys/net/core/rmem_max", "r");
+    if (NULL != f) {
+        if (NULL == fgets(rmem, sizeof(rmem), f)) {
+            snprintf(rmem, sizeof(rmem), "unknown");
+        }
+        rmem[strcspn(rmem, "\n")] = '\0';
+        fclose(f);
+    }
+    if (p->max_inflight > 0) {
+        snprintf(lim, sizeof(lim), "%d bytes", p->max_inflight);
+    } else {
+        snprintf(lim, sizeof(lim), "0, none but this buffer");
+    }
+    opal_show_help("help-mpi-btl-usnic.txt", "socket buffer capped", true, p->udp_sockbuf,
+                   opal_process_info.nodename, module->ifname, (int) granted, rmem, lim);
+}
+
 /* Free lists, tables, timers and posted receives of a new module. */
 static int module_init_state(usnic_module_t *module)
 {
@@ -340,6 +383,7 @@ static int module_init_state(usnic_module_t *module)
     }
     module->next_timer = 0;
     usnic_allow_init(module, 0 != p->rx_share);
+    sockbuf_check(module);
     module->rel_timing.rto_init = (uint64_t) p->retrans_timeout;
     module->rel_timing.rto_min = (uint64_t) p->retrans_timeout_min;
     module->rel_timing.rto_max = (uint64_t) p->retrans_timeout_max;

@@ -166,9 +166,20 @@ run_mpi() {
     # shellcheck disable=SC2206 # EXTRA_MCA is meant to be word-split
     cmd+=(${EXTRA_MCA:-} "$prog" "$@")
 
-    echo "# ${cmd[*]}" > "$RUN_LOG"
+    # MT_RUN_AS=UID:GID: the job runs as that user (no root, no
+    # capabilities), with a home and temporary directory of its own and the
+    # ranks' output directory made its own
+    local -a as=()
+    if [ -n "${MT_RUN_AS:-}" ]; then
+        local home=$TEST_TMP/home-${MT_RUN_AS%%:*}
+        mkdir -p "$home" "$dir" && chown "$MT_RUN_AS" "$home" "$dir" || return 1
+        as=(setpriv --reuid="${MT_RUN_AS%%:*}" --regid="${MT_RUN_AS##*:}" --clear-groups
+            env HOME="$home" TMPDIR="$home")
+    fi
+
+    echo "# ${as[*]}${as[*]:+ }${cmd[*]}" > "$RUN_LOG"
     start=$SECONDS
-    timeout -k 20 "$TEST_TIMEOUT" "${cmd[@]}" >> "$RUN_LOG" 2>&1 < /dev/null
+    timeout -k 20 "$TEST_TIMEOUT" "${as[@]}" "${cmd[@]}" >> "$RUN_LOG" 2>&1 < /dev/null
     rc=$?
     run_log_finish "$np" "$rc" "$start" "$@"
 }
