@@ -16,6 +16,10 @@
 #   4. across 3 network-namespace hosts at MTU 1500 (rank 0 alone on h1, 4
 #      senders on h2 and h3): data intact, rank 0 counted 4 senders, the
 #      allowance held them back
+#   6. (run before 4.) the first message to a peer that computes outside
+#      MPI (test/mpi/firstsend.c): MPI_Send returns long before the peer
+#      comes back (kernel backend; over a provider sends complete with
+#      their ACKs)
 #   5. (run before 4.) yielding the CPU, with Open MPI's own
 #      mpi_yield_when_idle 0: btl_usnic_yield_idle -1 decides from the
 #      ranks on this host and its CPUs (verbose 10, every rank); 1 yields
@@ -142,6 +146,27 @@ yield_run "yield_blocked 1 us: senders waiting for their allowance yield, never 
     "--mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 0 --mca btl_usnic_yield_blocked 1" 0 +
 yield_run "yield_idle 0, yield_blocked 0: never yielded" \
     "--mca mpi_yield_when_idle 0 --mca btl_usnic_yield_idle 0 --mca btl_usnic_yield_blocked 0" 0 0
+
+# ---- 6. the first message to a peer away from MPI (test/mpi/firstsend.c):
+# a chunked send that the BTL completes once it is on the wire, with a
+# copy for resending (btl_usnic_early_copy_max), must not wait for a peer
+# that computes outside MPI, however small the peer's buffer.  4 ranks,
+# 1472-byte datagrams, 256 KiB buffers, 120000 bytes, rank 1 away for 3 s.
+# (Session 32 tried a smaller share of the peer's buffer until its first
+# ACK; without a time limit on it, this MPI_Send took the whole 3 s.)  Over
+# a provider a send completes with its ACK: there only the data counts.
+build_prog firstsend || finish
+EXTRA_MCA="--mca btl_usnic_udp_sockbuf 262144 --mca btl_usnic_udp_datagram_size -1" \
+    run_mpi 4 "$BIN" -a 3 -n 120000
+check_run "incast: first message to a peer away from MPI, data intact" $? 4
+took=$(sed -n 's/^FIRSTSEND: MPI_Send of [0-9]* bytes returned after \([0-9.]*\) s.*/\1/p' "$RUN_LOG")
+if [ "$(usnic_backend)" = kernel ]; then
+    if [ -n "$took" ] && awk -v t="$took" 'BEGIN { exit !(t < 1.5) }'; then
+        pass "incast: the first send to a peer away for 3 s returned after $took s"
+    else
+        fail "incast: a first send does not wait for a peer away from MPI" "MPI_Send took ${took:-?} s (want < 1.5)" "$RUN_LOG"
+    fi
+fi
 
 # ---- 4. three namespace hosts
 # shellcheck source=SCRIPTDIR/../lib/netns.sh
