@@ -179,7 +179,14 @@ static void finish(struct cc_engine *e, struct cc_entry *x, uint32_t status, uin
     x->res.rounds = (uint32_t) x->rounds;
     x->res.by_agent = 0; /* (forged: counted since entry_start) */
     for (int i = 0; i < x->nw; i++) {
-        e->done(e->ctx, x->w[i].waiter, &x->req, &x->res);
+        /* every process of the host that waited gets the verdict, but
+         * the forged pongs go to the count of one of them only: summed
+         * over the job, cc_forged is what was dropped */
+        struct usnic_cc_result res = x->res;
+        if (i > 0) {
+            res.forged = 0;
+        }
+        e->done(e->ctx, x->w[i].waiter, &x->req, &res);
     }
     x->nw = 0;
 }
@@ -252,7 +259,9 @@ void cc_engine_add(struct cc_engine *e, const struct usnic_cc_req *req, uint64_t
         return;
     }
     if (NULL != x && 0 == req->epoch) {
-        e->done(e->ctx, waiter, &x->req, &x->res); /* the verdict kept */
+        struct usnic_cc_result res = x->res;
+        res.forged = 0;                         /* (counted with the first waiter: finish) */
+        e->done(e->ctx, waiter, &x->req, &res); /* the verdict kept */
         return;
     }
     if (NULL != x) {

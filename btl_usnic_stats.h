@@ -94,7 +94,8 @@
     X(tx_parted, "datagrams too large for a path that shrank, sent as PART packets")               \
     X(rx_joined, "datagrams joined from the PART packets of a peer whose path shrank")             \
     X(cc_forged, "connectivity pongs dropped for a wrong MAC during the checks of this module's "  \
-                 "paths (answers forged by someone who read the pings)")                           \
+                 "paths (answers forged by someone who read the pings; a check that several "      \
+                 "processes of the host waited for counts them in one of them)")                   \
     X(srtt_max_us, "the largest smoothed round trip (us) of this module's peers when printed")
 
 typedef struct usnic_module_stats {

@@ -44,7 +44,8 @@ struct shared {
     /* 1: an attacker who reads the pings answers those above max_echo
      * from the responder's address, with a MAC under a secret it guessed */
     volatile int forge;
-    volatile int forged; /* pongs it sent */
+    volatile int forged;  /* pongs it sent */
+    volatile int counted; /* forged pongs the clients' verdicts reported, summed */
     /* a lossy path: each ping dropped with this probability (percent), by
      * a generator seeded with seed whenever gen changes */
     volatile int drop_pct;
@@ -229,6 +230,7 @@ static void reset_responder(void)
     sh->closed = 0;
     sh->forge = 0;
     sh->forged = 0;
+    sh->counted = 0;
     sh->drop_pct = 0;
 }
 
@@ -581,6 +583,43 @@ static void t_forged_pongs(void)
     check(0 == bad && sh->forged > 0,
           "pongs with a wrong MAC do not prove a size (REDUCED to 1472, forgeries counted)",
           "%d failures, %d pongs forged", bad, sh->forged);
+}
+
+/* The same attacker while three processes of the host wait for one check
+ * by the agent, and a fourth asks once the verdict is kept: every one gets
+ * the verdict, but the forged pongs dropped are counted once (cc_forged is
+ * summed over the job): before, each waiter counted them all. */
+static void t_forged_counted_once(void)
+{
+    pid_t agent, cl[4];
+    int bad = 0;
+
+    reset_responder();
+    sh->max_echo = 1472;
+    sh->forge = 1;
+    agent = spawn_agent(0, 3000, 50, 6);
+    for (int i = 0; i < 4; i++) {
+        if (3 == i) {
+            for (int k = 0; k < 3; k++) {
+                bad += wait_status(cl[k]); /* the fourth comes after the verdict */
+            }
+        }
+        cl[i] = fork();
+        if (0 == cl[i]) {
+            req_key = KEY + (2 == i);
+            start(false, sock_path, 0, 50, 6);
+            int f = expect("client", 8972, USNIC_CC_REDUCED, 1472, 1);
+            __atomic_add_fetch(&sh->counted, (int) last_forged, __ATOMIC_SEQ_CST);
+            usnic_cc_fini();
+            _exit(f);
+        }
+    }
+    bad += wait_status(cl[3]);
+    bad += wait_status(agent);
+    check(0 == bad && sh->forged > 0 && sh->counted > 0 && sh->counted <= sh->forged,
+          "forged pongs of a check shared by a host's processes are counted once",
+          "%d failures, %d pongs forged, %d counted by the 4 clients' verdicts", bad, sh->forged,
+          sh->counted);
 }
 
 /* A path fine at start-up that turns into a black hole while the job
@@ -950,6 +989,7 @@ int main(void)
     t_threads_at_once();
     t_black_hole();
     t_forged_pongs();
+    t_forged_counted_once();
     t_search_between_rungs();
     t_search_random();
     t_recheck_while_running();
