@@ -6,8 +6,9 @@
  * rank 0 and checks every byte.  Rank 0 sends it at once with MPI_Send and
  * prints how long the call took: "FIRSTSEND: MPI_Send of N bytes returned
  * after X s, the peer away for S s".  The other ranks only make the job as
- * large as wanted (a peer's share of a receive buffer before its first ACK
- * depends on the job's size: btl_usnic_endpoint.c, first_allowance).
+ * large as wanted (t_incast case 6 runs it with 4: session 32 tried a share
+ * of the peer's buffer before its first ACK that depended on the job's size,
+ * docs/perf-incast.md).
  */
 #include "mpitest.h"
 
