@@ -239,11 +239,12 @@ static void try_connect(uint64_t t)
     }
     /* The agent (local rank 0) starts listening about when the others
      * first look for it.  A first retry 20 ms later held every process
-     * that missed it by a little that long: its first send to a peer
-     * waits for the path's verdict (usnic_path_settle), and its peers'
-     * first messages meanwhile went unacknowledged through four
-     * retransmission timeouts (half of the 2-rank jobs on loopback took
-     * 20 ms longer to their first message; session 30). */
+     * that missed it by a little that long: its first sends to a peer
+     * wait for the path's verdict (btl_usnic_path.h; until session 33 the
+     * sending call itself waited, and its peers' first messages meanwhile
+     * went unacknowledged through four retransmission timeouts: half of
+     * the 2-rank jobs on loopback took 20 ms longer to their first
+     * message; session 30). */
     cc.next_connect = t + cc.connect_gap;
     cc.connect_gap =
         (cc.connect_gap < CC_CONNECT_GAP_MAX_US / 2) ? 2 * cc.connect_gap : CC_CONNECT_GAP_MAX_US;

@@ -126,9 +126,6 @@ static mca_btl_base_descriptor_t *usnic_alloc(struct mca_btl_base_module_t *btl,
     (void) order;
 
     usnic_lock();
-    if (NULL != ep) {
-        usnic_path_ready(ep);
-    }
     if (size <=
         ((NULL != ep) ? ep->frag_max : module->chan[USNIC_CHAN_DATA].mtu - USNIC_HDR_LEN_FRAG)) {
         frag = usnic_frag_alloc_small(module, ep, size, flags);
@@ -174,7 +171,6 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t
     (void) order;
 
     usnic_lock();
-    usnic_path_ready(ep);
     if (reserve + max_data <= ep->frag_max) {
         /* SMALL: header and data in one segment (the copy is cheaper than an iov) */
         frag = usnic_frag_alloc_small(module, ep, reserve + max_data, flags);
@@ -250,7 +246,6 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
     int rc = OPAL_SUCCESS;
 
     usnic_lock();
-    usnic_path_ready(ep);
     if (OPAL_UNLIKELY(ep->dead)) {
         usnic_unlock();
         return OPAL_ERR_UNREACH;
@@ -294,7 +289,6 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
     usnic_seg_t *seg;
 
     usnic_lock();
-    usnic_path_ready(ep);
     if (OPAL_UNLIKELY(ep->dead)) {
         usnic_unlock();
         if (NULL != descriptor) {
@@ -303,6 +297,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
         return OPAL_ERR_UNREACH;
     }
     if (total <= ep->frag_max && opal_list_is_empty(&ep->sendq) &&
+        usnic_path_allows(ep, (uint32_t) (USNIC_HDR_LEN_FRAG + total)) &&
         usnic_rel_tx_window_open(&ep->rel) &&
         NULL != (seg = usnic_seg_alloc(module, USNIC_SEG_SEND))) {
         uint8_t *p = seg->buf + USNIC_HDR_LEN_FRAG;
@@ -348,7 +343,6 @@ static int usnic_put(struct mca_btl_base_module_t *btl, struct mca_btl_base_endp
         return OPAL_ERR_BAD_PARAM;
     }
     usnic_lock();
-    usnic_path_ready(ep);
     if (OPAL_UNLIKELY(ep->dead)) {
         usnic_unlock();
         return OPAL_ERR_UNREACH;

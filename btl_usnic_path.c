@@ -23,6 +23,19 @@
 
 static bool path_on;
 static uint32_t path_seen;
+/* the earliest deadline of the checks pending (UINT64_MAX: none) */
+static uint64_t path_due = UINT64_MAX;
+
+/* How long a start-up check may take before it counts as UNCHECKED: the
+ * search for the agent, then every round of pings and some slack. */
+static uint64_t path_timeout_us(void)
+{
+    const usnic_params_t *p = &mca_btl_usnic_component.params;
+
+    return 1000u *
+           (uint64_t) (PATH_CONNECT_TIMEOUT_MS + 2000 +
+                       (p->connectivity_error_num_retries + 2) * p->connectivity_ack_timeout);
+}
 
 /* The checker's thread reports through this.  Not opal_output: it takes
  * its lock only when the job uses threads and shares one buffer, so two
@@ -145,6 +158,11 @@ void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
     ep->path_handle = path_request(ep, ep->path_full, 0);
     if (0 != ep->path_handle) {
         ep->path_state = USNIC_PATH_PENDING;
+        ep->path_held = false;
+        ep->path_deadline = usnic_now_us() + path_timeout_us();
+        if (ep->path_deadline < path_due) {
+            path_due = ep->path_deadline;
+        }
     }
 }
 
@@ -296,6 +314,9 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
             return;
         }
         path_resize(ep, res->size);
+        /* fragments allocated while the check ran were cut for the full
+         * size: those go as PART packets */
+        ep->tx_dgram_max = res->size;
         path_raise_later(ep, usnic_now_us());
         USNIC_VERBOSE(5, "path %s (%s) -> %s %s (%s): %u-byte datagrams vanish, %u pass: using %u",
                       module->ifname, lip, peer_host(ep), rif, rip, ep->path_full, res->size,
@@ -310,28 +331,6 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
                       module->ifname, lip, peer_host(ep), rif, rip, ep->path_full);
         return;
     }
-}
-
-void usnic_path_settle(mca_btl_base_endpoint_t *ep)
-{
-    const usnic_params_t *p = &mca_btl_usnic_component.params;
-    struct usnic_cc_result res;
-    int timeout = PATH_CONNECT_TIMEOUT_MS + 2000 +
-                  (p->connectivity_error_num_retries + 2) * p->connectivity_ack_timeout;
-    bool got;
-
-    usnic_unlock();
-    got = usnic_cc_wait(ep->path_handle, &res, timeout);
-    usnic_lock();
-    if (USNIC_PATH_PENDING != ep->path_state) {
-        return; /* another thread applied it meanwhile */
-    }
-    if (!got) {
-        memset(&res, 0, sizeof(res));
-        res.status = USNIC_CC_UNCHECKED;
-    }
-    path_apply(ep, &res);
-    usnic_path_map_write();
 }
 
 void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes, uint64_t now)
@@ -470,6 +469,7 @@ static void path_recheck_apply(mca_btl_base_endpoint_t *ep, const struct usnic_c
 void usnic_path_progress(void)
 {
     usnic_component_t *c = &mca_btl_usnic_component;
+    uint64_t now = 0, due = UINT64_MAX;
     uint32_t gen;
     bool any = false;
 
@@ -478,7 +478,13 @@ void usnic_path_progress(void)
     }
     gen = usnic_cc_generation();
     if (OPAL_LIKELY(gen == path_seen)) {
-        return;
+        if (OPAL_LIKELY(UINT64_MAX == path_due)) {
+            return;
+        }
+        now = usnic_now_us();
+        if (now < path_due) {
+            return;
+        }
     }
     path_seen = gen;
     for (int i = 0; i < c->num_modules; i++) {
@@ -487,9 +493,19 @@ void usnic_path_progress(void)
         {
             mca_btl_base_endpoint_t *ep = (mca_btl_base_endpoint_t *) item;
             struct usnic_cc_result res;
-            if (USNIC_PATH_PENDING == ep->path_state && usnic_cc_result(ep->path_handle, &res)) {
-                path_apply(ep, &res);
-                any = true;
+            if (USNIC_PATH_PENDING == ep->path_state) {
+                if (usnic_cc_result(ep->path_handle, &res)) {
+                    path_apply(ep, &res);
+                    any = true;
+                } else if ((0 != now ? now : (now = usnic_now_us())) >= ep->path_deadline) {
+                    /* no verdict in time: the checker is gone or stuck */
+                    memset(&res, 0, sizeof(res));
+                    res.status = USNIC_CC_UNCHECKED;
+                    path_apply(ep, &res);
+                    any = true;
+                } else if (ep->path_deadline < due) {
+                    due = ep->path_deadline;
+                }
             }
             if (0 != ep->recheck_handle && usnic_cc_result(ep->recheck_handle, &res)) {
                 path_recheck_apply(ep, &res);
@@ -497,6 +513,7 @@ void usnic_path_progress(void)
             }
         }
     }
+    path_due = due;
     if (any) {
         usnic_path_map_write();
     }

@@ -3,11 +3,20 @@
  * (btl_usnic_cc.h) applied to endpoints.
  *
  * An endpoint asks for its path to be checked when it is created and
- * starts PENDING.  Nothing is sent to it until the verdict is in: the
- * first send waits for it (usually one round trip to the host's agent; the
- * agent already knows most paths), and the progress engine applies
- * verdicts that arrive meanwhile without waiting (a peer we only receive
- * from must learn a smaller size the same way its sender did).
+ * starts PENDING.  No datagram larger than every usable path carries (548
+ * bytes) goes to it until the verdict is in, but nobody waits for it: such
+ * a send to a PENDING peer is queued on the endpoint (as behind a full
+ * window, and what is sent after it queues behind it; counted once per
+ * peer in path_held) and the call returns, so the process goes on
+ * progressing its other peers (their ACKs, their data) while the check
+ * runs: usually one round trip to the host's agent, which knows most
+ * paths, but seconds behind an MTU black hole.  The progress engine
+ * applies each verdict when it arrives (also for a peer we only receive
+ * from: it must learn a smaller size the same way its sender did) and the
+ * queue then drains at the verdict's size (a fragment allocated at the
+ * full size meanwhile goes as PART packets if the verdict is smaller:
+ * btl_usnic_part.h).  A check that gives no verdict in time (the agent
+ * gone) counts as UNCHECKED.
  *
  *   OK        the pair's full datagram size is proven
  *   REDUCED   an MTU black hole: datagrams of the largest size that passed
@@ -21,6 +30,7 @@
 #define BTL_USNIC_PATH_H
 
 #include "btl_usnic.h"
+#include "btl_usnic_cc.h"
 #include "btl_usnic_endpoint.h"
 
 BEGIN_C_DECLS
@@ -37,15 +47,13 @@ void usnic_path_fini(void);
 /* A new endpoint, its payload limits set: ask for its path (sets ep->path_state). */
 void usnic_path_endpoint(mca_btl_base_endpoint_t *ep);
 
-/* Wait for ep's verdict and apply it (the BTL lock is held on entry and
- * on return; it is released while waiting). */
-void usnic_path_settle(mca_btl_base_endpoint_t *ep);
-
-static inline void usnic_path_ready(mca_btl_base_endpoint_t *ep)
+/* May a datagram of `wire` bytes carry data to ep's peer now?  While its
+ * path is checked, only one that every usable path carries
+ * (USNIC_CC_MIN_USEFUL: a path that carries less is no path at all), so
+ * that small messages and the rendezvous's control messages never wait. */
+static inline bool usnic_path_allows(const mca_btl_base_endpoint_t *ep, uint32_t wire)
 {
-    if (OPAL_UNLIKELY(USNIC_PATH_PENDING == ep->path_state)) {
-        usnic_path_settle(ep);
-    }
+    return OPAL_LIKELY(USNIC_PATH_PENDING != ep->path_state) || wire <= USNIC_CC_MIN_USEFUL;
 }
 
 /*
@@ -87,7 +95,8 @@ static inline void usnic_path_raise_due(mca_btl_base_endpoint_t *ep, uint64_t no
     }
 }
 
-/* Progress: apply verdicts that arrived (cheap when none did). */
+/* Progress: apply verdicts that arrived, and UNCHECKED to checks past
+ * their time (cheap when none did and none is pending). */
 void usnic_path_progress(void);
 
 /* The connectivity map file (btl_usnic_connectivity_map), if asked for. */

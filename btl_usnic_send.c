@@ -280,11 +280,21 @@ static inline uint64_t inflight_limit(const usnic_module_t *module,
     return limit;
 }
 
+/* May a new datagram of `wire` bytes go to ep's peer on channel cid now? */
 static inline bool can_send(usnic_module_t *module, mca_btl_base_endpoint_t *ep,
-                            enum usnic_channel_id cid)
+                            enum usnic_channel_id cid, uint32_t wire)
 {
     uint64_t limit = inflight_limit(module, ep);
 
+    if (!usnic_path_allows(ep, wire)) {
+        /* its path is still being checked: the sends wait in its queue,
+         * the progress engine sends them at the verdict */
+        if (!ep->path_held) {
+            ep->path_held = true;
+            module->stats.path_held++;
+        }
+        return false;
+    }
     if (OPAL_UNLIKELY(!usnic_rel_tx_window_open(&ep->rel) || ep->inflight_bytes >= limit)) {
         module->stats.window_full++;
         if (0 == module->tx_blocked_since) {
@@ -310,7 +320,7 @@ int usnic_send_small(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic_
     uint32_t len = (uint32_t) frag->segs[0].seg_len;
     enum usnic_channel_id cid = channel_for(ep, len);
 
-    if (!can_send(module, ep, cid)) {
+    if (!can_send(module, ep, cid, (uint32_t) USNIC_HDR_LEN_FRAG + len)) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
     usnic_pkt_hdr_init(module, (struct usnic_pkt_hdr *) seg->buf, USNIC_PKT_FRAG, frag->tag, len,
@@ -474,7 +484,7 @@ static int send_chunks(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usni
         uint64_t left = frag->total_len - frag->next_off;
         uint32_t n = (left < max) ? (uint32_t) left : max;
 
-        if (!can_send(module, ep, USNIC_CHAN_DATA)) {
+        if (!can_send(module, ep, USNIC_CHAN_DATA, hdr_len + n)) {
             return OPAL_ERR_RESOURCE_BUSY;
         }
         seg = usnic_seg_alloc(module, USNIC_SEG_SEND);
@@ -766,7 +776,7 @@ int usnic_send_inline(usnic_module_t *module, mca_btl_base_endpoint_t *ep, usnic
 {
     enum usnic_channel_id cid = channel_for(ep, payload_len);
 
-    if (!can_send(module, ep, cid)) {
+    if (!can_send(module, ep, cid, (uint32_t) USNIC_HDR_LEN_FRAG + payload_len)) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
     /* a fragment numbered now goes out now: numbers stay in send order */

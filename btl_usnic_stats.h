@@ -96,6 +96,8 @@
     X(cc_forged, "connectivity pongs dropped for a wrong MAC during the checks of this module's "  \
                  "paths (answers forged by someone who read the pings; a check that several "      \
                  "processes of the host waited for counts them in one of them)")                   \
+    X(path_held, "peers whose first sends were queued while the connectivity check of their "      \
+                 "path was under way (the sending call returned; the queue went at the verdict)")  \
     X(srtt_max_us, "the largest smoothed round trip (us) of this module's peers when printed")
 
 typedef struct usnic_module_stats {

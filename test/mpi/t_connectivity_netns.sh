@@ -38,7 +38,21 @@
 #      (live_forged);
 #   8. vh2 takes 8000 bytes, between two of the checker's rungs (8972 and
 #      4068): the check searches the gap and the pair uses 7972-byte
-#      datagrams (it used 4068), with its data intact.
+#      datagrams (it used 4068), with its data intact;
+#   9. the black hole from the start, ranks 0 and 1 on h1, rank 2 on h2:
+#      right after MPI_Init rank 0 sends rank 2 64 bytes (MPI_Send), starts
+#      a 1 MiB message to it (MPI_Isend), then exchanges 200 messages of 1
+#      KiB with rank 1 (test/mpi/firstsend.c).  The check of the path to h2
+#      takes about 3 s (8972-byte pings vanish through 12 rounds of 250
+#      ms), but nothing waits for it that need not: the small message (a
+#      datagram every usable path carries) and the call each return within
+#      0.5 s, the exchanges end at least a second before the 1 MiB message
+#      (which needs the verdict: rank 0 counts the peer in path_held), and
+#      that ends within 5 s (rank 2's replies are small: they do not wait
+#      for its own check of the way back), intact at 1472 bytes.  (Until
+#      session 33 the first send waited in the BTL for the verdict: each
+#      call took the check's seconds, every peer of the process went
+#      without ACKs meanwhile, and the message took two checks, 6 s.)
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
@@ -288,5 +302,31 @@ else
         "rc=$rc, or the pair did not find 7964-7972-byte datagrams ($found)" "$RUN_LOG"
 fi
 path_whole "8000-byte path"
+
+# ---- 9. the first send to a peer behind the hole does not hold the sender ----
+build_prog firstsend || finish
+fs=$BIN
+cut_now
+hosts21=$TEST_TMP/logs/$MT_NAME.$$.hosts.21
+printf '%s slots=2\n%s slots=1\n' "$(nsbed_addr 1)" "$(nsbed_addr 2)" >"$hosts21"
+nsbed_run_mpi "$hosts21" 3 "$fs" -p 2 -l 1 -n 1048576 -k 200
+rc=$?
+line=$(grep -m1 '^FIRSTSEND: 64 bytes' "$RUN_LOG")
+read -r t_small t_call t_exch t_msg < <(echo "$line" |
+    sed -n 's/.* sent after \([0-9.]*\) s; .* returned after \([0-9.]*\) s; .* done after \([0-9.]*\) s; the message done after \([0-9.]*\) s/\1 \2 \3 \4/p')
+held=$(rank_stat "$RUN_LOG" 0 path_held)
+if check_run "connectivity netns: first send behind the hole, data intact" $rc 3 &&
+    grep -Eq "\[usnic stats\] host=$(nsbed_name 2) .* rank=2 " "$RUN_LOG" &&
+    grep -Eq "\[usnic stats\] host=$(nsbed_name 1) .* rank=1 " "$RUN_LOG" &&
+    grep -Eq "8972-byte datagrams vanish, 1472 pass: using 1472" "$RUN_LOG" &&
+    [ -n "$t_msg" ] && [ "${held:-0}" -ge 1 ] &&
+    awk -v s="$t_small" -v c="$t_call" -v e="$t_exch" -v m="$t_msg" \
+        'BEGIN { exit !(s < 0.5 && c < 0.5 && e + 1 < m && m < 5) }'; then
+    pass "connectivity netns: first sends behind the hole: 64 bytes sent after $t_small s, the 1 MiB MPI_Isend returned after $t_call s, 200 exchanges with a neighbour done after $t_exch s, the 1 MiB message after $t_msg s (path_held=$held)"
+else
+    fail "connectivity netns: first sends behind the hole" \
+        "rc=$rc; 64 bytes ${t_small:-?} s, MPI_Isend ${t_call:-?} s (each wanted < 0.5), exchanges ${t_exch:-?} s, message ${t_msg:-?} s (want the exchanges a second sooner, the message within 5 s); path_held=${held:-?} (want >= 1); or no black hole found, or ranks 1 and 2 not on h1 and h2" "$RUN_LOG"
+fi
+path_whole "first send behind the hole"
 
 finish
