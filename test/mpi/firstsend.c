@@ -13,14 +13,16 @@
  * docs/perf-incast.md).
  *
  * With -l LOCAL: rank 0 first sends the peer a message of 64 bytes
- * (MPI_Send), then starts the message with MPI_Isend, then exchanges -k K
- * (200) messages of 1 KiB with rank LOCAL (each way, data checked), then
- * waits for the message, and prints "FIRSTSEND: 64 bytes to rank P sent
- * after W s; MPI_Isend of N bytes returned after X s; K exchanges with rank
- * L done after Y s; the message done after Z s" (all from before the first
- * send).  t_connectivity_netns puts the peer behind an MTU black hole,
- * whose check takes seconds, and LOCAL on rank 0's host: the check must
- * hold neither the small message, nor the call, nor the exchanges.
+ * (MPI_Send), then starts one of MID_LEN (4000) bytes and the message with
+ * MPI_Isend, then exchanges -k K (200) messages of 1 KiB with rank LOCAL
+ * (each way, data checked), then waits for both, and prints "FIRSTSEND: 64
+ * bytes to rank P sent after W s; MPI_Isend of N bytes returned after X s;
+ * K exchanges with rank L done after Y s; the message done after Z s" (all
+ * from before the first send).  t_connectivity_netns puts the peer behind
+ * an MTU black hole, whose check takes seconds, and LOCAL on rank 0's
+ * host: the check must hold neither the small message, nor the calls, nor
+ * the exchanges (the MID_LEN one, cut for the full datagram size before
+ * the verdict, then goes in parts).
  */
 #include "mpitest.h"
 
@@ -28,6 +30,7 @@
 #include <unistd.h>
 
 #define EXCH_LEN 1024
+#define MID_LEN 4000
 
 /* k exchanges of EXCH_LEN bytes with `other`: `first` sends first */
 static void exchange(int other, int k, bool first)
@@ -103,17 +106,19 @@ int main(int argc, char **argv)
                    "%d s\n",
                    len, t1 - t0, away);
         } else {
-            MPI_Request req;
-            uint8_t small[64];
+            MPI_Request req[2];
+            uint8_t small[64], mid[MID_LEN];
             double ts;
             mt_fill(small, sizeof(small), mt_seed(0, (uint32_t) peer, 64, 8));
+            mt_fill(mid, sizeof(mid), mt_seed(0, (uint32_t) peer, MID_LEN, 10));
             MT_CHECK(MPI_Send(small, 64, MPI_BYTE, peer, 8, MPI_COMM_WORLD));
             ts = MPI_Wtime();
-            MT_CHECK(MPI_Isend(buf, (int) len, MPI_BYTE, peer, 7, MPI_COMM_WORLD, &req));
+            MT_CHECK(MPI_Isend(mid, MID_LEN, MPI_BYTE, peer, 10, MPI_COMM_WORLD, &req[0]));
+            MT_CHECK(MPI_Isend(buf, (int) len, MPI_BYTE, peer, 7, MPI_COMM_WORLD, &req[1]));
             t1 = MPI_Wtime();
             exchange(local, k, true);
             t2 = MPI_Wtime();
-            MT_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+            MT_CHECK(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
             t3 = MPI_Wtime();
             printf("FIRSTSEND: 64 bytes to rank %d sent after %.3f s; MPI_Isend of %zu bytes "
                    "returned after %.3f s; %d exchanges with rank %d done after %.3f s; the "
@@ -127,10 +132,13 @@ int main(int argc, char **argv)
             sleep((unsigned) away); /* computing: no progress, no ACKs */
         }
         if (local >= 0) {
-            uint8_t small[64] = {0};
+            uint8_t small[64] = {0}, mid[MID_LEN] = {0};
             MT_CHECK(MPI_Recv(small, 64, MPI_BYTE, 0, 8, MPI_COMM_WORLD, &st));
             mt_check_bytes(&st, 64, "small message");
             mt_verify(small, 64, mt_seed(0, (uint32_t) peer, 64, 8), "small message");
+            MT_CHECK(MPI_Recv(mid, MID_LEN, MPI_BYTE, 0, 10, MPI_COMM_WORLD, &st));
+            mt_check_bytes(&st, MID_LEN, "mid-sized message");
+            mt_verify(mid, MID_LEN, mt_seed(0, (uint32_t) peer, MID_LEN, 10), "mid-sized message");
         }
         memset(buf, 0, len);
         MT_CHECK(MPI_Recv(buf, (int) len, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &st));

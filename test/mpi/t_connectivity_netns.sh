@@ -41,15 +41,17 @@
 #      datagrams (it used 4068), with its data intact;
 #   9. the black hole from the start, ranks 0 and 1 on h1, rank 2 on h2:
 #      right after MPI_Init rank 0 sends rank 2 64 bytes (MPI_Send), starts
-#      a 1 MiB message to it (MPI_Isend), then exchanges 200 messages of 1
-#      KiB with rank 1 (test/mpi/firstsend.c).  The check of the path to h2
+#      messages of 4000 bytes and 1 MiB to it (MPI_Isend), then exchanges
+#      200 messages of 1 KiB with rank 1 (test/mpi/firstsend.c).  The check of the path to h2
 #      takes about 3 s (8972-byte pings vanish through 12 rounds of 250
 #      ms), but nothing waits for it that need not: the small message (a
 #      datagram every usable path carries) and the call each return within
 #      0.5 s, the exchanges end at least a second before the 1 MiB message
 #      (which needs the verdict: rank 0 counts the peer in path_held), and
 #      that ends within 5 s (rank 2's replies are small: they do not wait
-#      for its own check of the way back), intact at 1472 bytes.  (Until
+#      for its own check of the way back), intact at 1472 bytes; the 4000
+#      bytes, cut for 8972-byte datagrams before the verdict, go as PART
+#      packets (tx_parted at rank 0, rx_joined at rank 2).  (Until
 #      session 33 the first send waited in the BTL for the verdict: each
 #      call took the check's seconds, every peer of the process went
 #      without ACKs meanwhile, and the message took two checks, 6 s.)
@@ -315,17 +317,19 @@ line=$(grep -m1 '^FIRSTSEND: 64 bytes' "$RUN_LOG")
 read -r t_small t_call t_exch t_msg < <(echo "$line" |
     sed -n 's/.* sent after \([0-9.]*\) s; .* returned after \([0-9.]*\) s; .* done after \([0-9.]*\) s; the message done after \([0-9.]*\) s/\1 \2 \3 \4/p')
 held=$(rank_stat "$RUN_LOG" 0 path_held)
+parted=$(rank_stat "$RUN_LOG" 0 tx_parted)
+joined=$(rank_stat "$RUN_LOG" 2 rx_joined)
 if check_run "connectivity netns: first send behind the hole, data intact" $rc 3 &&
     grep -Eq "\[usnic stats\] host=$(nsbed_name 2) .* rank=2 " "$RUN_LOG" &&
     grep -Eq "\[usnic stats\] host=$(nsbed_name 1) .* rank=1 " "$RUN_LOG" &&
     grep -Eq "8972-byte datagrams vanish, 1472 pass: using 1472" "$RUN_LOG" &&
-    [ -n "$t_msg" ] && [ "${held:-0}" -ge 1 ] &&
+    [ -n "$t_msg" ] && [ "${held:-0}" -ge 1 ] && [ "${parted:-0}" -ge 1 ] && [ "${joined:-0}" -ge 1 ] &&
     awk -v s="$t_small" -v c="$t_call" -v e="$t_exch" -v m="$t_msg" \
         'BEGIN { exit !(s < 0.5 && c < 0.5 && e + 1 < m && m < 5) }'; then
-    pass "connectivity netns: first sends behind the hole: 64 bytes sent after $t_small s, the 1 MiB MPI_Isend returned after $t_call s, 200 exchanges with a neighbour done after $t_exch s, the 1 MiB message after $t_msg s (path_held=$held)"
+    pass "connectivity netns: first sends behind the hole: 64 bytes sent after $t_small s, the 1 MiB MPI_Isend returned after $t_call s, 200 exchanges with a neighbour done after $t_exch s, the 1 MiB message after $t_msg s (path_held=$held; the 4000 bytes in parts: tx_parted=$parted, rx_joined=$joined)"
 else
     fail "connectivity netns: first sends behind the hole" \
-        "rc=$rc; 64 bytes ${t_small:-?} s, MPI_Isend ${t_call:-?} s (each wanted < 0.5), exchanges ${t_exch:-?} s, message ${t_msg:-?} s (want the exchanges a second sooner, the message within 5 s); path_held=${held:-?} (want >= 1); or no black hole found, or ranks 1 and 2 not on h1 and h2" "$RUN_LOG"
+        "rc=$rc; 64 bytes ${t_small:-?} s, MPI_Isend ${t_call:-?} s (each wanted < 0.5), exchanges ${t_exch:-?} s, message ${t_msg:-?} s (want the exchanges a second sooner, the message within 5 s); path_held=${held:-?} tx_parted=${parted:-?} rx_joined=${joined:-?} (each wanted >= 1); or no black hole found, or ranks 1 and 2 not on h1 and h2" "$RUN_LOG"
 fi
 path_whole "first send behind the hole"
 
