@@ -42,19 +42,20 @@
 #   9. the black hole from the start, ranks 0 and 1 on h1, rank 2 on h2:
 #      right after MPI_Init rank 0 sends rank 2 64 bytes (MPI_Send), starts
 #      messages of 4000 bytes and 1 MiB to it (MPI_Isend), then exchanges
-#      200 messages of 1 KiB with rank 1 (test/mpi/firstsend.c).  The check of the path to h2
-#      takes about 3 s (8972-byte pings vanish through 12 rounds of 250
-#      ms), but nothing waits for it that need not: the small message (a
-#      datagram every usable path carries) and the call each return within
-#      0.5 s, the exchanges end at least a second before the 1 MiB message
-#      (which needs the verdict: rank 0 counts the peer in path_held), and
-#      that ends within 5 s (rank 2's replies are small: they do not wait
-#      for its own check of the way back), intact at 1472 bytes; the 4000
-#      bytes, cut for 8972-byte datagrams before the verdict, go as PART
-#      packets (tx_parted at rank 0, rx_joined at rank 2).  (Until
-#      session 33 the first send waited in the BTL for the verdict: each
-#      call took the check's seconds, every peer of the process went
-#      without ACKs meanwhile, and the message took two checks, 6 s.)
+#      200 messages of 1 KiB with rank 1 (test/mpi/firstsend.c).  The
+#      check of the path to h2 takes about 3 s (8972-byte pings vanish
+#      through 12 rounds of 250 ms), but nothing waits for it that need
+#      not: the small message (a datagram every usable path carries) and
+#      the calls each return within 0.5 s, the exchanges end at least a
+#      second before the 1 MiB message (which needs the verdict: rank 0
+#      counts the peer in path_held), and that ends within 5 s (rank 2's
+#      replies are small: they do not wait for its own check of the way
+#      back), intact at 1472 bytes; the 4000 bytes, cut for 8972-byte
+#      datagrams before the verdict, go as PART packets (tx_parted at rank
+#      0, rx_joined at rank 2).  (Until session 33 the first send waited
+#      in the BTL for the verdict: each call took the check's seconds,
+#      every peer of the process went without ACKs meanwhile, and the
+#      message took two checks, 6 s.)
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
