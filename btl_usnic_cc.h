@@ -155,8 +155,8 @@ uint32_t usnic_cc_request(const struct usnic_cc_req *req);
 /* The verdict of a handle: false while pending.  Never blocks. */
 bool usnic_cc_result(uint32_t handle, struct usnic_cc_result *res);
 
-/* Wait up to timeout_ms for the verdict: true if it came (the unit tests;
- * the BTL never waits: btl_usnic_path.h). */
+/* Wait up to timeout_ms for the verdict: true if it came (the BTL waits
+ * a few milliseconds at most: btl_usnic_path.h). */
 bool usnic_cc_wait(uint32_t handle, struct usnic_cc_result *res, int timeout_ms);
 
 /* Bumped every time a verdict arrives (cheap to poll from a progress loop). */

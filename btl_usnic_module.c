@@ -246,6 +246,9 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
     int rc = OPAL_SUCCESS;
 
     usnic_lock();
+    usnic_path_before_send(ep, (USNIC_FRAG_SMALL == frag->kind)
+                                   ? USNIC_HDR_LEN_FRAG + frag->segs[0].seg_len
+                                   : SIZE_MAX);
     if (OPAL_UNLIKELY(ep->dead)) {
         usnic_unlock();
         return OPAL_ERR_UNREACH;
@@ -289,6 +292,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
     usnic_seg_t *seg;
 
     usnic_lock();
+    usnic_path_before_send(ep, USNIC_HDR_LEN_FRAG + total);
     if (OPAL_UNLIKELY(ep->dead)) {
         usnic_unlock();
         if (NULL != descriptor) {
@@ -343,6 +347,7 @@ static int usnic_put(struct mca_btl_base_module_t *btl, struct mca_btl_base_endp
         return OPAL_ERR_BAD_PARAM;
     }
     usnic_lock();
+    usnic_path_before_send(ep, USNIC_HDR_LEN_PUT + size);
     if (OPAL_UNLIKELY(ep->dead)) {
         usnic_unlock();
         return OPAL_ERR_UNREACH;

@@ -25,13 +25,19 @@ static bool path_on;
 static uint32_t path_seen;
 /* the earliest deadline of the checks pending (UINT64_MAX: none) */
 static uint64_t path_due = UINT64_MAX;
+/* how long a start-up check may take before it counts as UNCHECKED */
+static uint64_t path_timeout;
 
-/* How long a start-up check may take before it counts as UNCHECKED: the
- * search for the agent, then every round of pings and some slack. */
+/* The search for the agent, then every round of pings and some slack;
+ * USNIC_CC_TEST_PATH_TIMEOUT_MS (tests only) sets it. */
 static uint64_t path_timeout_us(void)
 {
     const usnic_params_t *p = &mca_btl_usnic_component.params;
+    const char *t = getenv("USNIC_CC_TEST_PATH_TIMEOUT_MS");
 
+    if (NULL != t && atoi(t) > 0) {
+        return 1000u * (uint64_t) atoi(t);
+    }
     return 1000u *
            (uint64_t) (PATH_CONNECT_TIMEOUT_MS + 2000 +
                        (p->connectivity_error_num_retries + 2) * p->connectivity_ack_timeout);
@@ -100,6 +106,7 @@ void usnic_path_init(void)
     }
     path_on = true;
     path_seen = usnic_cc_generation();
+    path_timeout = path_timeout_us();
     if (cfg.agent && cfg.agent_delay_ms > 0) {
         USNIC_VERBOSE(5, "connectivity agent listens %d ms late (USNIC_CC_TEST_AGENT_DELAY_MS)",
                       cfg.agent_delay_ms);
@@ -157,9 +164,13 @@ void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
     }
     ep->path_handle = path_request(ep, ep->path_full, 0);
     if (0 != ep->path_handle) {
+        uint64_t now = usnic_now_us();
         ep->path_state = USNIC_PATH_PENDING;
         ep->path_held = false;
-        ep->path_deadline = usnic_now_us() + path_timeout_us();
+        ep->path_waited = false;
+        ep->path_deadline = now + path_timeout;
+        ep->path_wait_until =
+            now + 1000u * (uint64_t) mca_btl_usnic_component.params.connectivity_ack_timeout;
         if (ep->path_deadline < path_due) {
             path_due = ep->path_deadline;
         }
@@ -333,6 +344,28 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
     }
 }
 
+void usnic_path_first_wait(mca_btl_base_endpoint_t *ep)
+{
+    struct usnic_cc_result res;
+    uint64_t now = usnic_now_us();
+    bool got;
+
+    ep->path_waited = true;
+    if (now >= ep->path_wait_until) {
+        return; /* late already: a ping was lost, or the path is a black hole */
+    }
+    usnic_unlock();
+    got = usnic_cc_wait(ep->path_handle, &res, (int) ((ep->path_wait_until - now + 999u) / 1000u));
+    usnic_lock();
+    USNIC_VERBOSE(20, "path to %s: a first send waited %llu us for the verdict (%s)", peer_host(ep),
+                  (unsigned long long) usnic_elapsed_us(usnic_now_us(), now),
+                  got ? "it came" : "not yet: the send waits in the queue");
+    if (got && USNIC_PATH_PENDING == ep->path_state) { /* (or another thread applied it) */
+        path_apply(ep, &res);
+        usnic_path_map_write();
+    }
+}
+
 void usnic_path_stuck(mca_btl_base_endpoint_t *ep, uint32_t seq, uint32_t bytes, uint64_t now)
 {
     const int stuck_after = mca_btl_usnic_component.params.connectivity_recheck_after;
@@ -499,6 +532,8 @@ void usnic_path_progress(void)
                     any = true;
                 } else if ((0 != now ? now : (now = usnic_now_us())) >= ep->path_deadline) {
                     /* no verdict in time: the checker is gone or stuck */
+                    USNIC_VERBOSE(5, "path to %s: no verdict %llu ms after the check was asked for",
+                                  peer_host(ep), (unsigned long long) (path_timeout / 1000u));
                     memset(&res, 0, sizeof(res));
                     res.status = USNIC_CC_UNCHECKED;
                     path_apply(ep, &res);

@@ -10,7 +10,9 @@
  * peer in path_held) and the call returns, so the process goes on
  * progressing its other peers (their ACKs, their data) while the check
  * runs: usually one round trip to the host's agent, which knows most
- * paths, but seconds behind an MTU black hole.  The progress engine
+ * paths, but seconds behind an MTU black hole.  (The first such send to
+ * a peer waits in the call for a verdict that is due:
+ * usnic_path_before_send.)  The progress engine
  * applies each verdict when it arrives (also for a peer we only receive
  * from: it must learn a smaller size the same way its sender did) and the
  * queue then drains at the verdict's size (a fragment allocated at the
@@ -54,6 +56,29 @@ void usnic_path_endpoint(mca_btl_base_endpoint_t *ep);
 static inline bool usnic_path_allows(const mca_btl_base_endpoint_t *ep, uint32_t wire)
 {
     return OPAL_LIKELY(USNIC_PATH_PENDING != ep->path_state) || wire <= USNIC_CC_MIN_USEFUL;
+}
+
+/*
+ * A send of datagrams up to `wire` bytes to ep's peer is about to start.
+ * If they must wait for its verdict, wait for it in the call, but only
+ * until one round of the check (btl_usnic_connectivity_ack_timeout) after
+ * it was asked for, and once per peer: a path that loses nothing has its
+ * verdict by then (one round trip to the host's agent, or one of pings),
+ * and the data then leaves before the call returns, also for a rank that
+ * computes outside MPI right after it (the queue would wait for its next
+ * MPI call: nothing else sends for it).  Behind a black hole the call
+ * returns after that round and the data waits in the queue; the checks of
+ * peers asked for together end their waits together.  The BTL lock is
+ * held on entry and on return, released while waiting.
+ */
+void usnic_path_first_wait(mca_btl_base_endpoint_t *ep);
+
+static inline void usnic_path_before_send(mca_btl_base_endpoint_t *ep, size_t wire)
+{
+    if (OPAL_UNLIKELY(USNIC_PATH_PENDING == ep->path_state) && wire > USNIC_CC_MIN_USEFUL &&
+        !ep->path_waited) {
+        usnic_path_first_wait(ep);
+    }
 }
 
 /*

@@ -12,7 +12,12 @@
  * X is more than a quarter of the compute time; rank 0 prints "OK burst".
  *
  * Options: -n N messages (default 12), -s SIZE bytes (default 16384),
- *          -t SECONDS rank 0 computes (default 2).
+ *          -t SECONDS the sender computes (default 2), -r RANK the sender
+ *          (default 0; the other rank receives).  The first exchange
+ *          before the burst is one int each way: a datagram that may go
+ *          before the connectivity checker's verdict on the path, so the
+ *          burst may be the first data that needs it (t_connectivity
+ *          delays that verdict on purpose).
  *
  * -l ROUNDS: instead, ROUNDS bursts, after each of which rank 0 computes
  * for a pseudo-random 0-1.5 ms (around the liveness thread's 500 us, so
@@ -34,7 +39,7 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-    int rank, nprocs, opt, n = 12, rounds = 0;
+    int rank, nprocs, opt, n = 12, rounds = 0, sender = 0;
     size_t size = 16384;
     double secs = 2.0, t0;
     uint8_t *buf;
@@ -44,8 +49,10 @@ int main(int argc, char **argv)
     mt_setup("burst");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    while ((opt = getopt(argc, argv, "n:s:t:l:")) != -1) {
-        if ('l' == opt && atoi(optarg) > 0) {
+    while ((opt = getopt(argc, argv, "n:s:t:l:r:")) != -1) {
+        if ('r' == opt && (0 == strcmp(optarg, "0") || 0 == strcmp(optarg, "1"))) {
+            sender = atoi(optarg);
+        } else if ('l' == opt && atoi(optarg) > 0) {
             rounds = atoi(optarg);
         } else if ('n' == opt && atoi(optarg) > 0) {
             n = atoi(optarg);
@@ -54,7 +61,7 @@ int main(int argc, char **argv)
         } else if ('t' == opt && atof(optarg) > 0) {
             secs = atof(optarg);
         } else {
-            mt_die("usage: burst [-n N] [-s SIZE] [-t SECONDS | -l ROUNDS]");
+            mt_die("usage: burst [-n N] [-s SIZE] [-r 0|1] [-t SECONDS | -l ROUNDS]");
         }
     }
     if (2 != nprocs) {
@@ -101,15 +108,15 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    if (0 == rank) {
+    if (sender == rank) {
         for (int i = 0; i < n; i++) {
             mt_fill(buf + (size_t) i * size, size, mt_seed(0, 1, (uint32_t) i, 0xB0));
         }
     } else {
         memset(buf, MT_POISON, (size_t) n * size);
         for (int i = 0; i < n; i++) {
-            MT_CHECK(MPI_Irecv(buf + (size_t) i * size, (int) size, MPI_BYTE, 0, i, MPI_COMM_WORLD,
-                               &req[i]));
+            MT_CHECK(MPI_Irecv(buf + (size_t) i * size, (int) size, MPI_BYTE, sender, i,
+                               MPI_COMM_WORLD, &req[i]));
         }
     }
     /* a first exchange, so that the connection is up before the burst */
@@ -117,11 +124,11 @@ int main(int argc, char **argv)
                                   MPI_STATUS_IGNORE));
     MT_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     t0 = now_s();
-    if (0 == rank) {
+    if (sender == rank) {
         volatile uint64_t spin = 0;
         for (int i = 0; i < n; i++) {
-            MT_CHECK(MPI_Isend(buf + (size_t) i * size, (int) size, MPI_BYTE, 1, i, MPI_COMM_WORLD,
-                               &req[i]));
+            MT_CHECK(MPI_Isend(buf + (size_t) i * size, (int) size, MPI_BYTE, 1 - sender, i,
+                               MPI_COMM_WORLD, &req[i]));
         }
         while (now_s() - t0 < secs) {
             spin++; /* computing: no MPI call */
@@ -143,7 +150,7 @@ int main(int argc, char **argv)
             mt_die("the burst's last messages waited for the sender to call MPI again");
         }
     }
-    mt_report_bytes(0 == rank ? (uint64_t) n * size : 0);
+    mt_report_bytes(sender == rank ? (uint64_t) n * size : 0);
     free(req);
     free(buf);
     mt_ok("burst");

@@ -9,6 +9,14 @@
 #      served by it; data intact.
 #   3. btl_usnic_connectivity_check 0: verbose says the checker is off, the
 #      map says "unchecked", the job passes.
+#   4. a verdict that comes after the first data (the agent listening 500
+#      ms late, rounds of 2 s): rank 1, a client, sends rank 0 one int,
+#      then a burst of 12 x 16 KiB, then computes for 4 s outside MPI
+#      (burst.c -r 1).  The int goes before the verdict (a datagram every
+#      usable path carries); the burst's first send waits in the call for
+#      the verdict, due within the check's first round, so the burst
+#      reaches rank 0 long before rank 1 is back in MPI (without that wait
+#      it sat in rank 1's queue for the 4 s).
 # (The checker's races without MPI, agent leaving mid-check, threads,
 # version mismatch, are in test/unit/test_cc.c; paths that are broken are
 # in t_connectivity_netns.sh.)
@@ -81,4 +89,18 @@ else
 fi
 map_check "connectivity: map with the checker off" unchecked
 rm -f "$map"-*.txt
+
+# ---- 4. the verdict after the first data ----
+build_prog burst || finish
+USNIC_CC_TEST_AGENT_DELAY_MS=500 EXTRA_MCA="--mca btl_base_verbose 20 -x USNIC_CC_TEST_AGENT_DELAY_MS
+    --mca btl_usnic_connectivity_ack_timeout 2000" run_mpi 2 "$BIN" -r 1 -t 4
+if check_run "connectivity: a burst that needs the verdict, the sender computing after it" $? 2 $((12 * 16384)); then
+    line=$(grep -m1 'BURST:' "$RUN_LOG")
+    waited=$(grep -m1 'a first send waited .* (it came)' "$RUN_LOG")
+    if [ -n "$waited" ]; then
+        pass "connectivity: the burst's first send waited for the verdict: ${waited##*: }; ${line#*BURST: }"
+    else
+        fail "connectivity: the first send's wait for the verdict" "no 'waited ... (it came)' line: the verdict was in before the burst, or the wait ended without it" "$RUN_LOG"
+    fi
+fi
 finish

@@ -45,9 +45,10 @@
 #      200 messages of 1 KiB with rank 1 (test/mpi/firstsend.c).  The
 #      check of the path to h2 takes about 3 s (8972-byte pings vanish
 #      through 12 rounds of 250 ms), but nothing waits for it that need
-#      not: the small message (a datagram every usable path carries) and
-#      the calls each return within 0.5 s, the exchanges end at least a
-#      second before the 1 MiB message (which needs the verdict: rank 0
+#      not: the small message (a datagram every usable path carries)
+#      returns within 0.5 s, the calls within 1 s (the first that needs
+#      the verdict waits for it one round, 250 ms), the exchanges end at
+#      least a second before the 1 MiB message (which needs the verdict: rank 0
 #      counts the peer in path_held), and that ends within 5 s (rank 2's
 #      replies are small: they do not wait for its own check of the way
 #      back), intact at 1472 bytes; the 4000 bytes, cut for 8972-byte
@@ -56,6 +57,12 @@
 #      in the BTL for the verdict: each call took the check's seconds,
 #      every peer of the process went without ACKs meanwhile, and the
 #      message took two checks, 6 s.)
+#  10. the black hole from the start, and checks that give no verdict in
+#      time (USNIC_CC_TEST_PATH_TIMEOUT_MS 300, where the check takes 3 s):
+#      after 300 ms the pair counts as unchecked and sends 8972-byte
+#      datagrams into the hole; a second later the stuck data has its path
+#      checked again, which finds the hole, and the pair goes on at 1472
+#      bytes (what was cut at 8972 in parts), with its data intact.
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 # shellcheck source=SCRIPTDIR/../lib/mpitest.sh
 . "$(dirname "$0")/../lib/mpitest.sh"
@@ -326,12 +333,30 @@ if check_run "connectivity netns: first send behind the hole, data intact" $rc 3
     grep -Eq "8972-byte datagrams vanish, 1472 pass: using 1472" "$RUN_LOG" &&
     [ -n "$t_msg" ] && [ "${held:-0}" -ge 1 ] && [ "${parted:-0}" -ge 1 ] && [ "${joined:-0}" -ge 1 ] &&
     awk -v s="$t_small" -v c="$t_call" -v e="$t_exch" -v m="$t_msg" \
-        'BEGIN { exit !(s < 0.5 && c < 0.5 && e + 1 < m && m < 5) }'; then
-    pass "connectivity netns: first sends behind the hole: 64 bytes sent after $t_small s, the 1 MiB MPI_Isend returned after $t_call s, 200 exchanges with a neighbour done after $t_exch s, the 1 MiB message after $t_msg s (path_held=$held; the 4000 bytes in parts: tx_parted=$parted, rx_joined=$joined)"
+        'BEGIN { exit !(s < 0.5 && c < 1 && e + 1 < m && m < 5) }'; then
+    pass "connectivity netns: first sends behind the hole: 64 bytes sent after $t_small s, the MPI_Isends of 4000 bytes and 1 MiB returned after $t_call s, 200 exchanges with a neighbour done after $t_exch s, the 1 MiB message after $t_msg s (path_held=$held; the 4000 bytes in parts: tx_parted=$parted, rx_joined=$joined)"
 else
     fail "connectivity netns: first sends behind the hole" \
-        "rc=$rc; 64 bytes ${t_small:-?} s, MPI_Isend ${t_call:-?} s (each wanted < 0.5), exchanges ${t_exch:-?} s, message ${t_msg:-?} s (want the exchanges a second sooner, the message within 5 s); path_held=${held:-?} tx_parted=${parted:-?} rx_joined=${joined:-?} (each wanted >= 1); or no black hole found, or ranks 1 and 2 not on h1 and h2" "$RUN_LOG"
+        "rc=$rc; 64 bytes ${t_small:-?} s (want < 0.5), MPI_Isends ${t_call:-?} s (want < 1), exchanges ${t_exch:-?} s, message ${t_msg:-?} s (want the exchanges a second sooner, the message within 5 s); path_held=${held:-?} tx_parted=${parted:-?} rx_joined=${joined:-?} (each wanted >= 1); or no black hole found, or ranks 1 and 2 not on h1 and h2" "$RUN_LOG"
 fi
 path_whole "first send behind the hole"
+
+# ---- 10. no verdict in time: unchecked, then found by the check of stuck data ----
+cut_now
+USNIC_CC_TEST_PATH_TIMEOUT_MS=300 EXTRA_MCA="-x USNIC_CC_TEST_PATH_TIMEOUT_MS" \
+    nsbed_run_mpi "$hosts1" 2 "$pp" -n 1m -m 1m -i 10
+rc=$?
+shrunk=$(stat_sum "$RUN_LOG" path_shrunk)
+parted=$(stat_sum "$RUN_LOG" tx_parted)
+if check_run "connectivity netns: no verdict in time, data intact" $rc 2 &&
+    grep -q 'no verdict 300 ms after the check was asked for' "$RUN_LOG" &&
+    grep -q 'not checked; using 8972-byte datagrams' "$RUN_LOG" &&
+    grep -q 'using 1472 from now on' "$RUN_LOG" && [ "$shrunk" -ge 1 ] && [ "$parted" -ge 1 ]; then
+    pass "connectivity netns: no verdict in time: unchecked at 8972, then the stuck data's check found the hole and the pair went on at 1472 (path_shrunk=$shrunk, tx_parted=$parted)"
+else
+    fail "connectivity netns: no verdict in time" \
+        "rc=$rc; no 'no verdict' or 'not checked' note, or the hole was not found afterwards (path_shrunk=$shrunk tx_parted=$parted, each wanted >= 1)" "$RUN_LOG"
+fi
+path_whole "no verdict in time"
 
 finish

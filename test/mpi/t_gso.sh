@@ -253,8 +253,11 @@ if bigrun "gso: 1 MiB messages into targets of their own" ""; then
     each_rank "gso: 1 MiB PUTs copied past the caches" rx_put_streamed -gt 0
     each_rank "gso: 1 MiB PUTs into cold targets not received in place" rx_direct -eq 0
 fi
+# (5% dropped: at 2% a rank's peer dropped only 2-3 of about 550 datagrams
+# in a few of 80 runs, once none of the data, and retrans was 0; seen in
+# session 33)
 if bigrun "gso: 1 MiB messages into targets of their own, loss, duplicates, reordering" \
-    "--mca btl_usnic_debug_seed 23 --mca btl_usnic_debug_drop_rate 0.02
+    "--mca btl_usnic_debug_seed 23 --mca btl_usnic_debug_drop_rate 0.05
     --mca btl_usnic_debug_dup_rate 0.01 --mca btl_usnic_debug_reorder_rate 0.02"; then
     each_rank "gso: 1 MiB PUTs under faults, resent" retrans -gt 0
     each_rank "gso: 1 MiB PUTs under faults, copied past the caches" rx_put_streamed -gt 0
