@@ -4,19 +4,18 @@
  *
  * An endpoint asks for its path to be checked when it is created and
  * starts PENDING.  No datagram larger than every usable path carries (548
- * bytes) goes to it until the verdict is in, but nobody waits for it: such
- * a send to a PENDING peer is queued on the endpoint (as behind a full
- * window, and what is sent after it queues behind it; counted once per
- * peer in path_held) and the call returns, so the process goes on
- * progressing its other peers (their ACKs, their data) while the check
- * runs: usually one round trip to the host's agent, which knows most
- * paths, but seconds behind an MTU black hole.  (The first such send to
- * a peer waits in the call for a verdict that is due:
- * usnic_path_before_send.)  The progress engine
- * applies each verdict when it arrives (also for a peer we only receive
- * from: it must learn a smaller size the same way its sender did) and the
- * queue then drains at the verdict's size (a fragment allocated at the
- * full size meanwhile goes as PART packets if the verdict is smaller:
+ * bytes) goes to it until the verdict is in.  A send that needs one is
+ * queued on the endpoint (as behind a full window, and what is sent after
+ * it queues behind it; counted once per peer in path_held) and the call
+ * returns, so the process goes on progressing its other peers (their
+ * ACKs, their data) while the check runs: usually one round trip to the
+ * host's agent, which knows most paths, but seconds behind an MTU black
+ * hole.  Only the first such send to a peer waits in the call, and only
+ * for a verdict that is due (usnic_path_before_send).  The progress
+ * engine applies each verdict when it arrives (also for a peer we only
+ * receive from: it must learn a smaller size the same way its sender did)
+ * and the queue then drains at the verdict's size (a fragment allocated at
+ * the full size meanwhile goes as PART packets if the verdict is smaller:
  * btl_usnic_part.h).  A check that gives no verdict in time (the agent
  * gone) counts as UNCHECKED.
  *
