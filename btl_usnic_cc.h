@@ -156,7 +156,7 @@ uint32_t usnic_cc_request(const struct usnic_cc_req *req);
 bool usnic_cc_result(uint32_t handle, struct usnic_cc_result *res);
 
 /* Wait up to timeout_ms for the verdict: true if it came (the BTL waits
- * a few milliseconds at most: btl_usnic_path.h). */
+ * one round of pings at most, once per peer: btl_usnic_path.h). */
 bool usnic_cc_wait(uint32_t handle, struct usnic_cc_result *res, int timeout_ms);
 
 /* Bumped every time a verdict arrives (cheap to poll from a progress loop). */

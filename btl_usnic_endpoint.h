@@ -64,8 +64,7 @@ struct mca_btl_base_endpoint_t {
     uint32_t path_handle;      /* its handle (btl_usnic_cc.h), 0: none */
     bool path_held;            /* a send waited for that check (counted in path_held) */
     bool path_waited;          /* a sending call waited for it (usnic_path_before_send) */
-    uint64_t path_deadline;    /* usnic_now_us() after which it counts as UNCHECKED */
-    uint64_t path_wait_until;  /* ... by which a path that loses nothing has its verdict */
+    uint64_t path_asked;       /* usnic_now_us() when it was asked for */
     uint32_t path_full;        /* the pair's datagram size from both modex records */
     uint32_t path_size;        /* what the check proved (0: not checked) */
     int live_slot;             /* its entry in the liveness table (btl_usnic_live.h), -1: none */

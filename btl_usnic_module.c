@@ -301,8 +301,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
         return OPAL_ERR_UNREACH;
     }
     if (total <= ep->frag_max && opal_list_is_empty(&ep->sendq) &&
-        usnic_path_allows(ep, (uint32_t) (USNIC_HDR_LEN_FRAG + total)) &&
-        usnic_rel_tx_window_open(&ep->rel) &&
+        usnic_path_allows(ep, USNIC_HDR_LEN_FRAG + total) && usnic_rel_tx_window_open(&ep->rel) &&
         NULL != (seg = usnic_seg_alloc(module, USNIC_SEG_SEND))) {
         uint8_t *p = seg->buf + USNIC_HDR_LEN_FRAG;
         struct usnic_pkt_hdr *hdr = (struct usnic_pkt_hdr *) seg->buf;

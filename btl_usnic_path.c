@@ -25,8 +25,10 @@ static bool path_on;
 static uint32_t path_seen;
 /* the earliest deadline of the checks pending (UINT64_MAX: none) */
 static uint64_t path_due = UINT64_MAX;
-/* how long a start-up check may take before it counts as UNCHECKED */
+/* how long a start-up check may take before it counts as UNCHECKED (us) */
 static uint64_t path_timeout;
+/* when a path that loses nothing has its verdict: one round of pings (us) */
+static uint64_t path_first_round;
 
 /* The search for the agent, then every round of pings and some slack;
  * USNIC_CC_TEST_PATH_TIMEOUT_MS (tests only) sets it. */
@@ -107,6 +109,7 @@ void usnic_path_init(void)
     path_on = true;
     path_seen = usnic_cc_generation();
     path_timeout = path_timeout_us();
+    path_first_round = 1000u * (uint64_t) p->connectivity_ack_timeout;
     if (cfg.agent && cfg.agent_delay_ms > 0) {
         USNIC_VERBOSE(5, "connectivity agent listens %d ms late (USNIC_CC_TEST_AGENT_DELAY_MS)",
                       cfg.agent_delay_ms);
@@ -164,15 +167,12 @@ void usnic_path_endpoint(mca_btl_base_endpoint_t *ep)
     }
     ep->path_handle = path_request(ep, ep->path_full, 0);
     if (0 != ep->path_handle) {
-        uint64_t now = usnic_now_us();
         ep->path_state = USNIC_PATH_PENDING;
         ep->path_held = false;
         ep->path_waited = false;
-        ep->path_deadline = now + path_timeout;
-        ep->path_wait_until =
-            now + 1000u * (uint64_t) mca_btl_usnic_component.params.connectivity_ack_timeout;
-        if (ep->path_deadline < path_due) {
-            path_due = ep->path_deadline;
+        ep->path_asked = usnic_now_us();
+        if (ep->path_asked + path_timeout < path_due) {
+            path_due = ep->path_asked + path_timeout;
         }
     }
 }
@@ -347,15 +347,15 @@ static void path_apply(mca_btl_base_endpoint_t *ep, const struct usnic_cc_result
 void usnic_path_first_wait(mca_btl_base_endpoint_t *ep)
 {
     struct usnic_cc_result res;
-    uint64_t now = usnic_now_us();
+    uint64_t now = usnic_now_us(), until = ep->path_asked + path_first_round;
     bool got;
 
     ep->path_waited = true;
-    if (now >= ep->path_wait_until) {
+    if (now >= until) {
         return; /* late already: a ping was lost, or the path is a black hole */
     }
     usnic_unlock();
-    got = usnic_cc_wait(ep->path_handle, &res, (int) ((ep->path_wait_until - now + 999u) / 1000u));
+    got = usnic_cc_wait(ep->path_handle, &res, (int) ((until - now + 999u) / 1000u));
     usnic_lock();
     USNIC_VERBOSE(20, "path to %s: a first send waited %llu us for the verdict (%s)", peer_host(ep),
                   (unsigned long long) usnic_elapsed_us(usnic_now_us(), now),
@@ -530,7 +530,8 @@ void usnic_path_progress(void)
                 if (usnic_cc_result(ep->path_handle, &res)) {
                     path_apply(ep, &res);
                     any = true;
-                } else if ((0 != now ? now : (now = usnic_now_us())) >= ep->path_deadline) {
+                } else if ((0 != now ? now : (now = usnic_now_us())) >=
+                           ep->path_asked + path_timeout) {
                     /* no verdict in time: the checker is gone or stuck */
                     USNIC_VERBOSE(5, "path to %s: no verdict %llu ms after the check was asked for",
                                   peer_host(ep), (unsigned long long) (path_timeout / 1000u));
@@ -538,8 +539,8 @@ void usnic_path_progress(void)
                     res.status = USNIC_CC_UNCHECKED;
                     path_apply(ep, &res);
                     any = true;
-                } else if (ep->path_deadline < due) {
-                    due = ep->path_deadline;
+                } else if (ep->path_asked + path_timeout < due) {
+                    due = ep->path_asked + path_timeout;
                 }
             }
             if (0 != ep->recheck_handle && usnic_cc_result(ep->recheck_handle, &res)) {

@@ -52,7 +52,7 @@ void usnic_path_endpoint(mca_btl_base_endpoint_t *ep);
  * path is checked, only one that every usable path carries
  * (USNIC_CC_MIN_USEFUL: a path that carries less is no path at all), so
  * that small messages and the rendezvous's control messages never wait. */
-static inline bool usnic_path_allows(const mca_btl_base_endpoint_t *ep, uint32_t wire)
+static inline bool usnic_path_allows(const mca_btl_base_endpoint_t *ep, size_t wire)
 {
     return OPAL_LIKELY(USNIC_PATH_PENDING != ep->path_state) || wire <= USNIC_CC_MIN_USEFUL;
 }
@@ -74,8 +74,7 @@ void usnic_path_first_wait(mca_btl_base_endpoint_t *ep);
 
 static inline void usnic_path_before_send(mca_btl_base_endpoint_t *ep, size_t wire)
 {
-    if (OPAL_UNLIKELY(USNIC_PATH_PENDING == ep->path_state) && wire > USNIC_CC_MIN_USEFUL &&
-        !ep->path_waited) {
+    if (!usnic_path_allows(ep, wire) && !ep->path_waited) {
         usnic_path_first_wait(ep);
     }
 }
